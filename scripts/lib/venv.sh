@@ -1,0 +1,22 @@
+# Shared by scripts/*: create or refresh the project's virtual environments.
+# The main environment pins torch 2.13.0 (a CPU wheel on these machines): a looser pin would pull a
+# multi-GB CUDA build.
+
+PYTHON_BIN=${PYTHON_BIN:-$(command -v python3.11 || command -v python3)}
+MAIN_TORCH=torch==2.13.0
+
+# Hash of what decides an environment's contents, so a changed pyproject reinstalls it.
+_env_key() { cat pyproject.toml scripts/lib/venv.sh "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+
+ensure_main_venv() {
+    local key stamp=.venv/.stream-plugin-env
+    key=$(_env_key)
+    if [ -x .venv/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
+        return 0
+    fi
+    echo ">> creating the main environment in .venv (torch 2.13.0 CPU, Lightning 2.6)" >&2
+    "$PYTHON_BIN" -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet "$MAIN_TORCH" -e ".[formats,lightning,dev]"
+    echo "$key" > "$stamp"
+}

@@ -1,0 +1,56 @@
+"""Exception classes users can catch.
+
+Every error message says what was expected, what was found, and how to fix it. Each class also
+derives from the builtin that older code catches (``ValueError``, ``OSError``, ...), so that code
+written against MosaicML Streaming keeps working.
+"""
+
+from __future__ import annotations
+
+
+class StreamPluginError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(StreamPluginError, ValueError):
+    """An argument has a value that cannot work (wrong type, out of range, conflicting options)."""
+
+
+class MissingDependencyError(StreamPluginError, ImportError):
+    """An optional package (brotli, python-snappy, xxhash, Pillow, ...) is needed but not installed."""
+
+
+class EncodingError(StreamPluginError, ValueError):
+    """A column encoding is unknown, or a value does not fit the encoding of its column."""
+
+
+class UnknownEncodingError(EncodingError):
+    """The encoding name is not registered."""
+
+
+class UnsafeTypeError(StreamPluginError, PermissionError):
+    """Decoding this column would run arbitrary code (``pkl``) and the user did not opt in."""
+
+
+class FormatError(StreamPluginError, ValueError):
+    """A file on disk does not follow the shard format (see docs of ``stream_plugin.format``)."""
+
+
+class IndexFormatError(FormatError):
+    """``index.json`` is not valid JSON, has the wrong version, or has malformed shard entries."""
+
+
+class UnsafePathError(IndexFormatError):
+    """A basename in ``index.json`` would escape the dataset folder (``..`` or an absolute path)."""
+
+
+class ShardIntegrityError(FormatError):
+    """A shard's size or hash differs from ``index.json``, or its compressed bytes are corrupt."""
+
+
+class StorageError(StreamPluginError, OSError):
+    """Reading from or writing to a storage backend failed."""
+
+
+class StateError(StreamPluginError, ValueError):
+    """A resume state does not match the dataset, settings or position it is loaded into."""

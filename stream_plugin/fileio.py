@@ -1,0 +1,39 @@
+"""Atomic file creation: a file appears under its final name complete, or not at all."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def temporary_sibling(path: str | os.PathLike[str]) -> Path:
+    """Return a unique temporary name next to ``path``; hidden and tagged with the pid for debugging."""
+    target = Path(path)
+    return target.with_name(f".{target.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = False) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename.
+
+    A reader sees either the old file or the whole new one, never a prefix, even if this process is
+    killed halfway. ``durable`` also fsyncs, for files whose loss after a power cut matters.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = temporary_sibling(target)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def publish(temporary: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Move a finished temporary file to its final name in one atomic step."""
+    os.replace(temporary, path)

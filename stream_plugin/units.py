@@ -1,0 +1,69 @@
+"""Human-friendly sizes and counts: ``"64mb"`` bytes and ``"100k"`` samples, as MosaicML accepts them."""
+
+from __future__ import annotations
+
+import re
+
+from stream_plugin.errors import ConfigError
+
+# Byte units are binary, as in MosaicML Streaming ("64mb" == 64 * 2**20).
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 1 << 10,
+    "mb": 1 << 20,
+    "gb": 1 << 30,
+    "tb": 1 << 40,
+    "pb": 1 << 50,
+    "eb": 1 << 60,
+    "zb": 1 << 70,
+    "yb": 1 << 80,
+}
+# Count suffixes are decimal, as in MosaicML Streaming ("100k" == 100_000 samples).
+_COUNT_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+
+_BYTES_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+
+
+def parse_bytes(value: int | str, *, name: str = "size") -> int:
+    """Return a byte count from an int or a string such as ``"64mb"`` or ``"10gb"``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}: expected an int or a string such as '64mb', found bool {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ConfigError(f"{name}: expected a byte count >= 0, found {value}; pass a positive size")
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{name}: expected an int or a string such as '64mb', found {type(value).__name__} {value!r}"
+        )
+    match = _BYTES_PATTERN.match(value.lower())
+    unit = match.group(2) if match else None
+    if match is None or unit not in _BYTE_UNITS and unit != "":
+        raise ConfigError(
+            f"{name}: expected a number with a unit among {sorted(_BYTE_UNITS)} (such as '64mb'), "
+            f"found {value!r}"
+        )
+    return int(float(match.group(1)) * _BYTE_UNITS.get(unit or "b", 1))
+
+
+_COUNT_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmbt]?)\s*$")
+
+
+def parse_count(value: int | str, *, name: str = "count") -> int:
+    """Return a sample count from an int or a string such as ``"100k"`` or ``"1.5m"``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}: expected an int or a string such as '100k', found bool {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ConfigError(f"{name}: expected a count >= 0, found {value}")
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{name}: expected an int or a string such as '100k', found {type(value).__name__} {value!r}"
+        )
+    match = _COUNT_PATTERN.match(value.lower())
+    if match is None:
+        raise ConfigError(
+            f"{name}: expected a number with an optional suffix k/m/b/t (such as '100k'), found {value!r}"
+        )
+    return int(round(float(match.group(1)) * _COUNT_UNITS[match.group(2)]))
