@@ -58,6 +58,16 @@ class ShardEntry:
         """The meta file (JSON/CSV formats) as stored remotely, or None for MDS."""
         return self.zip_meta or self.raw_meta
 
+    def file_pairs(self) -> list[tuple[FileInfo, FileInfo | None]]:
+        """``(raw, compressed)`` for the data file and, for JSON/CSV formats, the meta file.
+
+        The raw file is what readers open; the compressed one (or None) is what storage holds.
+        """
+        pairs: list[tuple[FileInfo, FileInfo | None]] = [(self.raw_data, self.zip_data)]
+        if self.raw_meta is not None:
+            pairs.append((self.raw_meta, self.zip_meta))
+        return pairs
+
 
 def check_basename(basename: object, *, source: str) -> str:
     """Return ``basename`` if it stays inside the stream folder, else raise ``UnsafePathError``."""
