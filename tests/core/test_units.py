@@ -1,0 +1,36 @@
+import pytest
+
+from stream_plugin.errors import ConfigError
+from stream_plugin.units import parse_bytes, parse_count
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("64mb", 64 << 20), ("10gb", 10 << 30), ("1kb", 1024), ("512", 512), ("1.5kb", 1536), ("7b", 7)],
+)
+def test_parse_bytes_reads_binary_units_like_mosaicml(text: str, expected: int) -> None:
+    assert parse_bytes(text) == expected
+
+
+def test_parse_bytes_passes_ints_through() -> None:
+    assert parse_bytes(123) == 123
+
+
+@pytest.mark.parametrize("bad", ["64 megs", "mb", "-5", True, 1.5])
+def test_parse_bytes_rejects_unreadable_sizes_with_an_example(bad: object) -> None:
+    with pytest.raises(ConfigError, match="cache_limit: expected"):
+        parse_bytes(bad, name="cache_limit")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("100k", 100_000), ("1.5m", 1_500_000), ("2b", 2 * 10**9), ("42", 42)]
+)
+def test_parse_count_reads_decimal_suffixes_like_mosaicml(text: str, expected: int) -> None:
+    assert parse_count(text) == expected
+
+
+def test_parse_count_rejects_unknown_suffix() -> None:
+    with pytest.raises(
+        ConfigError, match=r"epoch_size: expected a number with an optional suffix k/m/b/t .* found '10x'"
+    ):
+        parse_count("10x", name="epoch_size")
