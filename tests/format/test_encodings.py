@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+from support.paths import FIXTURES_DIR
 
 from stream_plugin.errors import EncodingError, FormatError, MissingDependencyError, UnknownEncodingError
 from stream_plugin.format.encodings import (
@@ -29,7 +30,7 @@ from stream_plugin.format.encodings import (
     unregister_encoding,
 )
 
-FIXTURES = Path("/work/shared/fixtures/mosaicml-streaming-0.13")
+FIXTURES = FIXTURES_DIR
 ALL_ENCODINGS = FIXTURES / "mds-all-encodings"
 # Lossy or library-version-dependent encoders: compared by decoded pixels, not by bytes.
 NON_DETERMINISTIC = {"jpeg", "png"}
