@@ -20,3 +20,20 @@ ensure_main_venv() {
     .venv/bin/python -m pip install --quiet "$MAIN_TORCH" -e ".[formats,lightning,dev]"
     echo "$key" > "$stamp"
 }
+
+# The peers environment for benchmarks only (never CI): MosaicML Streaming and litdata need a working
+# torchvision, which imports only beside torch 2.14.1 + torchvision 0.29.1 (both lie on these machines).
+PEERS_PINS=(torch==2.14.1 torchvision==0.29.1 mosaicml-streaming==0.13.0 litdata==0.2.76 matplotlib psutil)
+
+ensure_peers_venv() {
+    local key stamp=.venv-peers/.stream-plugin-env
+    key=$(_env_key benchmarks/requirements-peers.txt)
+    if [ -x .venv-peers/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
+        return 0
+    fi
+    echo ">> creating the peers environment in .venv-peers (torch 2.14.1, MosaicML Streaming 0.13, litdata 0.2.76)" >&2
+    "$PYTHON_BIN" -m venv .venv-peers
+    .venv-peers/bin/python -m pip install --quiet --upgrade pip
+    .venv-peers/bin/python -m pip install --quiet "${PEERS_PINS[@]}" -e ".[formats,dev]"
+    echo "$key" > "$stamp"
+}
