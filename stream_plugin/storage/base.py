@@ -1,0 +1,80 @@
+"""The storage contract: the ``ObjectStore`` protocol, its error classes, and key helpers.
+
+Every backend (local, S3, HTTP, third-party plugins) implements :class:`ObjectStore` and raises the
+three error classes below, so the retry loop and the cache can decide what to do from the class alone:
+``RemoteNotFoundError`` and ``RemoteAccessDeniedError`` fail fast, ``TransientStorageError`` is retried.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol, runtime_checkable
+
+from stream_plugin.errors import StorageError
+
+
+class RemoteNotFoundError(StorageError, FileNotFoundError):
+    """The object does not exist (HTTP 404, ``NoSuchKey``, missing local file). Retrying cannot help."""
+
+
+class RemoteAccessDeniedError(StorageError, PermissionError):
+    """The store refused the request (HTTP 403, ``AccessDenied``). Retrying cannot help."""
+
+
+class TransientStorageError(StorageError):
+    """A failure that may pass: 5xx, throttling, timeouts, connection resets, truncated bodies."""
+
+
+class RetriesExhaustedError(StorageError):
+    """Every attempt of a retried operation failed with a transient error; ``__cause__`` is the last one."""
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """A flat key → bytes store rooted at ``url``; keys are ``/``-separated and relative to the root.
+
+    Implementations map their failures onto ``RemoteNotFoundError``, ``RemoteAccessDeniedError`` and
+    ``TransientStorageError``; they never retry on their own (``call_with_retries`` owns retrying so
+    that attempt counts are exact). A ``timeout`` bounds one attempt, not the whole operation.
+    """
+
+    url: str
+
+    def download(self, key: str, dest: str | os.PathLike[str], *, timeout: float | None = None) -> int:
+        """Write the object to ``dest`` (a temporary path the caller renames); return bytes written.
+
+        A body shorter than announced raises ``TransientStorageError``, never a silent success.
+        """
+        ...
+
+    def upload(self, src: str | os.PathLike[str], key: str) -> None:
+        """Store the local file ``src`` under ``key``; readers never see a partial object."""
+        ...
+
+    def read_bytes(self, key: str, *, timeout: float | None = None) -> bytes:
+        """Return the whole object; meant for small files such as ``index.json``."""
+        ...
+
+    def exists(self, key: str) -> bool:
+        """Whether an object is stored under exactly ``key``."""
+        ...
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Keys under ``prefix`` (relative to the root), sorted."""
+        ...
+
+
+def join_key(*parts: str) -> str:
+    """Join key segments with single ``/``; empty segments vanish (``join_key("a/", "", "/b")`` → ``a/b``)."""
+    pieces = [piece.strip("/") for piece in parts]
+    return "/".join(piece for piece in pieces if piece)
+
+
+def check_key(key: str, url: str) -> str:
+    """Return ``key`` stripped of leading ``/``; reject keys that would escape the store root."""
+    relative = key.lstrip("/")
+    if any(segment == ".." for segment in relative.split("/")):
+        raise StorageError(
+            f"Expected a key inside {url!r}, found {key!r} with a '..' segment; pass a path relative to the store root."
+        )
+    return relative
