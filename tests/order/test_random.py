@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from stream_plugin.errors import ConfigError
-from stream_plugin.order.random import key_words, random_bits, rng_for
+from stream_plugin.order.random import key_words, permute, random_bits, rng_for, unpermute
 
 
 def _draw(*key: object) -> list[int]:
@@ -73,3 +73,40 @@ def test_empty_purpose_is_rejected() -> None:
 def test_float_counters_are_rejected() -> None:
     with pytest.raises(ConfigError, match=r"counters: expected an integer array, found dtype float64"):
         random_bits(0, 0, "x", np.zeros(2))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 17, 64, 1000, 40_000])
+def test_permute_is_a_bijection_and_unpermute_inverts_it(size: int) -> None:
+    ids = permute(np.arange(size), size, 11, 2, "stream_sample", 0)
+    assert np.array_equal(np.sort(ids), np.arange(size))
+    assert np.array_equal(unpermute(ids, size, 11, 2, "stream_sample", 0), np.arange(size))
+
+
+def test_permute_maps_each_position_independently() -> None:
+    full = permute(np.arange(1000), 1000, 4, 0, "x")
+    picked = np.array([999, 3, 500, 3])
+    assert np.array_equal(permute(picked, 1000, 4, 0, "x"), full[picked])
+
+
+def test_permute_golden_values_do_not_change_between_versions() -> None:
+    ids = permute(np.arange(10), 10, 3, 1, "stream_sample", 2)
+    assert ids.tolist() == [3, 2, 8, 0, 4, 5, 9, 7, 6, 1]
+    big = permute(np.array([0, 1, 2, 999_999_999]), 10**9, 3, 1, "stream_sample", 2)
+    assert big.tolist() == [732464732, 136110115, 121074179, 848200153]
+
+
+def test_permute_differs_by_key_and_looks_shuffled() -> None:
+    first = permute(np.arange(1000), 1000, 0, 0, "x")
+    assert not np.array_equal(first, permute(np.arange(1000), 1000, 1, 0, "x"))
+    # A shuffled range has about size / e fixed points or fewer; an identity-like map would have many.
+    assert np.count_nonzero(first == np.arange(1000)) < 10
+
+
+def test_permute_rejects_positions_outside_the_range() -> None:
+    with pytest.raises(ConfigError, match=r"positions: expected values in \[0, 5\), found \[0, 5\]"):
+        permute(np.arange(6), 5, 0, 0, "x")
+
+
+def test_permute_rejects_an_empty_range() -> None:
+    with pytest.raises(ConfigError, match=r"size: expected 1 <= size <= 2\*\*62, found 0"):
+        permute(np.arange(0), 0, 0, 0, "x")
