@@ -339,6 +339,14 @@ def _ndarray_encoding(name: str) -> ColumnEncoding:
         return b"".join(parts)
 
     def decode(data: Buffer) -> np.ndarray:
+        try:
+            return _decode_view(data)
+        except (KeyError, ValueError, IndexError) as exc:
+            raise FormatError(
+                f"expected a {name!r} value (dtype byte, shape header, then the array), found {len(data)} bytes that do not parse ({type(exc).__name__}: {exc}); the shard is corrupt, download or re-write it"
+            ) from exc
+
+    def _decode_view(data: Buffer) -> np.ndarray:
         offset = 0
         if fixed_dtype is None:
             dtype = _CODE_DTYPES[data[0]]
@@ -553,7 +561,7 @@ def encode_value(encoding: ColumnEncoding, value: Any, *, column: str) -> bytes:
             data = encoding.encode(value)
         except (EncodingError, MissingDependencyError) as exc:
             raise type(exc)(f"column {column!r}: {exc}") from exc
-        except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+        except (TypeError, ValueError, OverflowError, AttributeError, KeyError, OSError) as exc:
             raise EncodingError(
                 f"column {column!r}: encoding {encoding.name!r} could not encode {type(value).__name__} {_short_repr(value)} ({type(exc).__name__}: {exc}); pass a value this encoding accepts or pre-encode it to bytes"
             ) from exc

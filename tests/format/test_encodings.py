@@ -229,6 +229,24 @@ def test_values_of_the_wrong_type_raise_an_error_naming_column_encoding_and_both
         encode_value(get_encoding(name), value, column="c")
 
 
+def test_image_pillow_cannot_save_in_the_format_is_reported_with_the_column() -> None:
+    with pytest.raises(
+        EncodingError, match=r"column 'c': encoding 'jpeg' could not encode .*RGBA.*pre-encode it"
+    ):
+        encode_value(get_encoding("jpeg"), Image.new("RGBA", (2, 2)), column="c")
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [("ndarray", b"\x07\x04\x01\x00"), ("ndarray", b"\x08\x04\x05\x00"), ("ndarray:uint8:2,3", b"\x00")],
+)
+def test_corrupt_ndarray_bytes_are_a_format_error(name: str, data: bytes) -> None:
+    with pytest.raises(
+        FormatError, match=rf"expected a '{name}' value .*found {len(data)} bytes that do not parse"
+    ):
+        get_encoding(name).decode(data)
+
+
 def test_bytes_values_are_stored_as_is_for_any_encoding() -> None:
     assert encode_value(get_encoding("json"), b"raw", column="c") == b"raw"
     assert encode_value(get_encoding("uint16"), b"\x01\x02", column="c") == b"\x01\x02"
