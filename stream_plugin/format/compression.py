@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import zstandard
+
 from stream_plugin.errors import ConfigError, MissingDependencyError, ShardIntegrityError
 
 __all__ = [
@@ -60,16 +62,12 @@ def _import_optional(module: str, family: str, extra: str) -> Any:
 
 
 def _zstd_compress(data: bytes, level: int | None) -> bytes:
-    import zstandard
-
     # A content checksum lets the reader catch bit flips; it is part of the standard frame.
     return zstandard.ZstdCompressor(level=level or 3, write_checksum=True).compress(data)
 
 
 def _zstd_stream(source: IO[bytes], sink: IO[bytes]) -> int:
     """Decompress one or more concatenated zstd frames; input that ends inside a frame is an error."""
-    import zstandard
-
     decompressor = zstandard.ZstdDecompressor()
     written = frames = 0
     frame: Any = None
@@ -78,7 +76,8 @@ def _zstd_stream(source: IO[bytes], sink: IO[bytes]) -> int:
         if frame is None:
             frame = decompressor.decompressobj()
         written += sink.write(frame.decompress(chunk))
-        if frame.eof:
+        chunk = b""
+        if frame.eof:  # the next frame, if any, starts in what this one left over
             frames += 1
             chunk, frame = frame.unused_data, None
         if not chunk:

@@ -100,6 +100,16 @@ def test_round_trip_in_memory_and_through_files(spec: str, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_files_larger_than_one_read_chunk_stream_through(family: str, tmp_path: Path) -> None:
+    raw = os.urandom(1 << 20) + RAW * 30  # incompressible head: the compressed file spans several chunks
+    packed = compress(f"{family}:1" if family in ("zstd", "bz2", "br") else family, raw)
+    assert len(packed) > 1 << 20
+    (tmp_path / "in").write_bytes(packed)
+    assert decompress_file(family, tmp_path / "in", tmp_path / "out", expected_size=len(raw)) == len(raw)
+    assert (tmp_path / "out").read_bytes() == raw
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_empty_raw_file_round_trips(family: str, tmp_path: Path) -> None:
     assert decompress(family, compress(family, b"")) == b""
     (tmp_path / "in").write_bytes(compress(family, b""))
