@@ -1,0 +1,453 @@
+"""``StreamingDataset``: a drop-in for MosaicML Streaming 0.13's, with a layout-independent order.
+
+The dataset is configuration plus a position. Each epoch's global order comes from the pure ``order``
+maths; each (rank, worker) reads its slice of it. Resuming recomputes the order from a few numbers
+(``state_dict``), so no data is replayed. Process-local things (caches, open shards) are rebuilt in
+every DataLoader worker and never pickled.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from torch.utils.data import IterableDataset
+
+from stream_plugin.epochs import EpochPlanner, OrderSettings
+from stream_plugin.errors import ConfigError, StateError
+from stream_plugin.format.index import ShardEntry
+from stream_plugin.iteration import read_samples
+from stream_plugin.order.mixing import samples_per_stream, validate_weights
+from stream_plugin.order.topology import Topology
+from stream_plugin.shard_access import ShardAccess
+from stream_plugin.shard_table import ShardTable, Spanner
+from stream_plugin.sources import open_streams
+from stream_plugin.state import ResumeState
+from stream_plugin.state import fingerprint as make_fingerprint
+from stream_plugin.stream import DownloadSettings, Stream
+from stream_plugin.units import parse_bytes, parse_count
+from stream_plugin.world import World, detect_worker, detect_world
+
+SHUFFLE_ALGOS = ("none", "permute", "naive", "block", "py1b", "py1br", "py1e", "intra_shard", "py1s", "py2s")
+BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
+SAMPLING_METHODS = ("balanced", "fixed")
+
+
+@dataclass(frozen=True)
+class IterationPlan:
+    """Where one pass over the data starts: epoch, global samples already consumed, and its batch size."""
+
+    epoch: int
+    start: int
+    epoch_batch_size: int
+    num_canonical_nodes: int
+
+
+def _choice(name: str, value: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise ConfigError(f"{name}: expected one of {list(choices)}, found {value!r}")
+    return value
+
+
+def _positive(name: str, value: int | None, *, allow_none: bool = True) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"{name}: expected a positive int{' or None' if allow_none else ''}, found {value!r}"
+        )
+    return value
+
+
+class StreamingDataset(IterableDataset):
+    """Streams samples from one or more ``Stream``s in a deterministic, elastic, resumable order.
+
+    Arguments and their meaning follow MosaicML Streaming 0.13. ``batch_size`` is the per-device batch
+    size; pass it (or use ``StreamingDataLoader``, which fills it in) for deterministic resumption.
+    """
+
+    def __init__(
+        self,
+        *,
+        streams: Sequence[Stream] | None = None,
+        remote: str | None = None,
+        local: str | None = None,
+        split: str | None = None,
+        download_retry: int = 2,
+        download_timeout: float = 60,
+        validate_hash: str | None = None,
+        keep_zip: bool = False,
+        epoch_size: int | str | None = None,
+        predownload: int | None = None,
+        cache_limit: int | str | None = None,
+        sampling_method: str = "balanced",
+        sampling_granularity: int = 1,
+        partition_algo: str = "relaxed",
+        num_canonical_nodes: int | None = None,
+        batch_size: int | None = None,
+        shuffle: bool = False,
+        shuffle_algo: str = "py1e",
+        shuffle_seed: int = 9176,
+        shuffle_block_size: int | None = None,
+        batching_method: str = "random",
+        allow_unsafe_types: bool = False,
+        replication: int | None = None,
+    ) -> None:
+        super().__init__()
+        if streams is not None and (remote is not None or local is not None):
+            raise ConfigError(
+                "StreamingDataset: expected either streams or remote/local, found both; put remote/local "
+                "into a Stream in the streams list"
+            )
+        if streams is None:
+            streams = [Stream(remote=remote, local=local, split=split)]
+        elif not streams:
+            raise ConfigError("streams: expected at least one Stream, found an empty list")
+        self.streams = list(streams)
+        self.split = split
+        self.batch_size = _positive("batch_size", batch_size)
+        self.predownload = _positive("predownload", predownload)
+        self.replication = _positive("replication", replication) or 1
+        self.num_canonical_nodes = _positive("num_canonical_nodes", num_canonical_nodes)
+        self.shuffle = bool(shuffle)
+        self.shuffle_algo = _choice("shuffle_algo", shuffle_algo, SHUFFLE_ALGOS)
+        self.shuffle_seed = int(shuffle_seed)
+        self.shuffle_block_size = _positive("shuffle_block_size", shuffle_block_size)
+        self.batching_method = _choice("batching_method", batching_method, BATCHING_METHODS)
+        self.sampling_method = _choice("sampling_method", sampling_method, SAMPLING_METHODS)
+        self.sampling_granularity = _positive("sampling_granularity", sampling_granularity, allow_none=False)
+        self.partition_algo = partition_algo
+        self.allow_unsafe_types = bool(allow_unsafe_types)
+        self.cache_limit = None if cache_limit is None else parse_bytes(cache_limit, name="cache_limit")
+        epoch_size_value = None if epoch_size is None else parse_count(epoch_size, name="epoch_size")
+        defaults = DownloadSettings(
+            download_retry=download_retry,
+            download_timeout=float(download_timeout),
+            validate_hash=validate_hash,
+            keep_zip=keep_zip,
+        )
+        validate_weights([stream.weight for stream in self.streams], epoch_size=epoch_size_value)
+
+        self.world: World = detect_world()
+        opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
+        self._cache_specs = opened.cache_specs
+        self._entries: list[ShardEntry] = opened.entries
+        self._table = ShardTable.from_counts(opened.samples_per_shard_per_stream)
+        self._samples_per_stream_per_epoch = samples_per_stream(
+            self._table.samples_per_stream.tolist(),
+            [stream.weight for stream in self.streams],
+            epoch_size=epoch_size_value,
+            seed=self.shuffle_seed,
+        )
+        self._planner = EpochPlanner(
+            self._table,
+            self._samples_per_stream_per_epoch,
+            OrderSettings(
+                shuffle=self.shuffle,
+                shuffle_algo=self.shuffle_algo if self.shuffle else "none",
+                shuffle_seed=self.shuffle_seed,
+                shuffle_block_size=self.shuffle_block_size,
+                batching_method=self.batching_method,
+                sampling_method=self.sampling_method,
+                sampling_granularity=self.sampling_granularity or 1,
+            ),
+        )
+        self._fingerprint = make_fingerprint(
+            {
+                "indexes": opened.index_digests,
+                "weights": [repr(stream.weight) for stream in self.streams],
+                "epoch_size": epoch_size_value,
+                "shuffle": self.shuffle,
+                "shuffle_algo": self.shuffle_algo if self.shuffle else "none",
+                "shuffle_seed": self.shuffle_seed,
+                "shuffle_block_size": self.shuffle_block_size,
+                "batching_method": self.batching_method,
+                "sampling_method": self.sampling_method,
+                "sampling_granularity": self.sampling_granularity,
+            }
+        )
+        # Position bookkeeping (main process); workers receive a copy when the loader starts them.
+        self._next_epoch = 0
+        self._pending: ResumeState | None = None
+        self._active: IterationPlan | None = None
+        self._loader_began = False
+        # Process-local; rebuilt lazily after pickling.
+        self._access: ShardAccess | None = None
+        self._iterations_here = 0
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_access"] = None
+        state["_iterations_here"] = 0
+        return state
+
+    # ------------------------------------------------------------------ shape and inspection
+    @property
+    def epoch_size(self) -> int:
+        """Samples per epoch over all devices, after up- and down-sampling (before padding)."""
+        return self._planner.epoch_size
+
+    def size(self) -> int:
+        """Number of unique samples in the underlying streams."""
+        return self._table.num_samples
+
+    @property
+    def num_samples(self) -> int:
+        return self._table.num_samples
+
+    @property
+    def stream_per_shard(self) -> np.ndarray:
+        return self._table.stream_per_shard
+
+    @property
+    def shards_per_stream(self) -> np.ndarray:
+        return self._table.shards_per_stream
+
+    @property
+    def samples_per_shard(self) -> np.ndarray:
+        return self._table.samples_per_shard
+
+    @property
+    def samples_per_stream(self) -> np.ndarray:
+        return self._table.samples_per_stream
+
+    @property
+    def shard_offset_per_stream(self) -> np.ndarray:
+        return self._table.shard_offset_per_stream
+
+    @property
+    def spanner(self) -> Spanner:
+        return Spanner(self._table)
+
+    @property
+    def shards(self) -> list[ShardEntry]:
+        return list(self._entries)
+
+    @property
+    def data_parallel_size(self) -> int:
+        if self.world.world_size % self.replication:
+            raise ConfigError(
+                f"replication: expected a divisor of the world size {self.world.world_size}, found "
+                f"{self.replication}"
+            )
+        return self.world.world_size // self.replication
+
+    @property
+    def global_batch_size(self) -> int:
+        return self._device_batch_size() * self.data_parallel_size
+
+    def _device_batch_size(self) -> int:
+        if self.batch_size is None:
+            warnings.warn(
+                "StreamingDataset: batch_size is None; assuming 1. Pass the per-device batch size (the "
+                "DataLoader's) for deterministic resumption, or use StreamingDataLoader, which sets it",
+                stacklevel=3,
+            )
+            self.batch_size = 1
+        return self.batch_size
+
+    def _canonical_nodes(self) -> int:
+        # MosaicML's default: the number of physical nodes of the first run; kept in the resume state.
+        if self.num_canonical_nodes is None:
+            self.num_canonical_nodes = self.world.num_nodes
+        return self.num_canonical_nodes
+
+    def __len__(self) -> int:
+        """Samples this device yields per epoch: ``ceil(epoch_size / global batch) * batch_size``."""
+        return math.ceil(self.epoch_size / self.global_batch_size) * self._device_batch_size()
+
+    # ------------------------------------------------------------------ random access
+    def _shard_access(self) -> ShardAccess:
+        if self._access is None:
+            self._access = ShardAccess(
+                self._cache_specs, self._entries, self._table, allow_unsafe_types=self.allow_unsafe_types
+            )
+        return self._access
+
+    def prepare_shard(self, shard_id: int) -> None:
+        """Download and decompress one shard (if not cached yet)."""
+        self._shard_access().prepare(shard_id)
+
+    def get_item(self, sample_id: int) -> Any:
+        """The sample with global id ``sample_id``; subclasses override this to transform samples."""
+        shard_ids, offsets = self._table.locate(np.array([sample_id]))
+        return self._shard_access().reader(int(shard_ids[0])).read(int(offsets[0]))
+
+    def __getitem__(self, at: Any) -> Any:
+        """NumPy-style access: an int (negative counts from the end), a slice, a list or an ndarray."""
+        size = self.num_samples
+        if isinstance(at, (int, np.integer)):
+            index = int(at) + size if at < 0 else int(at)
+            if not 0 <= index < size:
+                raise IndexError(f"sample index {at} is out of range for a dataset of {size} samples")
+            return self.get_item(index)
+        if isinstance(at, slice):
+            return [self.get_item(index) for index in range(*at.indices(size))]
+        if isinstance(at, (list, tuple, np.ndarray)):
+            return [self[int(index)] for index in np.asarray(at).reshape(-1)]
+        raise TypeError(f"dataset index: expected an int, slice, list or ndarray, found {type(at).__name__}")
+
+    # ------------------------------------------------------------------ position and resumption
+    def _begin_iteration(self) -> IterationPlan:
+        """Decide where the next pass starts (main process); consumes a loaded state once."""
+        batch_size = self.global_batch_size
+        if self._pending is not None:
+            state = self._pending
+            self._pending = None
+            self.num_canonical_nodes = state.num_canonical_nodes
+            plan = IterationPlan(
+                state.epoch, state.sample_in_epoch, state.epoch_batch_size, state.num_canonical_nodes
+            )
+        else:
+            epoch = self._active.epoch + 1 if self._active is not None else self._next_epoch
+            plan = IterationPlan(epoch, 0, batch_size, self._canonical_nodes())
+        self._active = plan
+        self._next_epoch = plan.epoch + 1
+        return plan
+
+    def _end_iteration(self, plan: IterationPlan) -> None:
+        if self._active == plan:
+            self._active = None
+            self._next_epoch = plan.epoch + 1
+
+    def _epoch_samples(self, plan: IterationPlan) -> int:
+        """Global samples in the plan's epoch, padding included (what a full pass consumes)."""
+        order = self._order(plan)
+        return int(order.batches.size)
+
+    def _order(self, plan: IterationPlan) -> Any:
+        return self._planner.order(
+            plan.epoch,
+            global_batch_size=plan.epoch_batch_size,
+            num_canonical_nodes=plan.num_canonical_nodes,
+            device_batch_size=self._device_batch_size(),
+        )
+
+    def state_dict(self, num_samples: int = 0, from_beginning: bool = True) -> dict[str, int | str]:
+        """The resume state after ``num_samples`` global samples of the current epoch (Composer's protocol).
+
+        ``num_samples == 0`` between epochs means "the start of the next epoch": a finished epoch is
+        never replayed (MosaicML Streaming 0.13 replays it after an epoch-boundary checkpoint).
+        """
+        if self._active is not None:
+            plan = self._active
+            consumed = num_samples if from_beginning else plan.start + num_samples
+            if consumed >= self._epoch_samples(plan):
+                plan = IterationPlan(plan.epoch + 1, 0, self.global_batch_size, plan.num_canonical_nodes)
+                consumed = 0
+        elif self._pending is not None and num_samples == 0:
+            return self._pending.to_dict()
+        else:
+            plan = IterationPlan(self._next_epoch, 0, self.global_batch_size, self._canonical_nodes())
+            consumed = num_samples
+        return ResumeState(
+            epoch=plan.epoch,
+            sample_in_epoch=consumed,
+            epoch_batch_size=plan.epoch_batch_size if consumed else self.global_batch_size,
+            num_canonical_nodes=plan.num_canonical_nodes,
+            shuffle_seed=self.shuffle_seed,
+            fingerprint=self._fingerprint,
+        ).to_dict()
+
+    def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:
+        """Resume from ``obj`` at the next iteration; ``None`` means start afresh (Composer passes it).
+
+        ``strict=False`` accepts a state from a different dataset or settings (the fingerprint differs)
+        and continues at its epoch and sample count in this dataset's order.
+        """
+        if obj is None:
+            self._pending = None
+            return
+        if not strict and "version" not in obj:
+            obj = {
+                "version": 1,
+                "epoch_batch_size": self.global_batch_size,
+                "fingerprint": self._fingerprint,
+                **obj,
+            }
+        state = ResumeState.from_dict(obj)
+        if state.fingerprint != self._fingerprint and strict:
+            raise StateError(
+                f"resume state: expected fingerprint {self._fingerprint} (this dataset's index files and "
+                f"order settings), found {state.fingerprint}; the data or a setting that shapes the order "
+                "(streams, weights, epoch_size, shuffle, seed, batching or sampling method) changed since "
+                "the checkpoint. Restore them, or pass strict=False to continue anyway"
+            )
+        if (
+            self.num_canonical_nodes is not None
+            and self.num_canonical_nodes != state.num_canonical_nodes
+            and strict
+        ):
+            raise StateError(
+                f"num_canonical_nodes: expected {state.num_canonical_nodes} as in the checkpoint, found "
+                f"{self.num_canonical_nodes}; leave it unset (None) to take the checkpoint's value"
+            )
+        self._pending = state
+        self._active = None
+        self._next_epoch = state.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass start at the beginning of ``epoch`` (for loops that drive epochs)."""
+        self._pending = None
+        self._active = None
+        self._next_epoch = int(epoch)
+
+    # ------------------------------------------------------------------ iteration
+    def _plan_here(self) -> IterationPlan:
+        """The plan for a pass in this process: the loader's, a worker's next epoch, or our own."""
+        worker_id, num_workers = detect_worker()
+        if num_workers == 0:
+            if self._loader_began and self._active is not None:
+                self._loader_began = False
+                return self._active
+            return self._begin_iteration()
+        # A worker: its first pass is the plan it was started with; persistent workers then advance.
+        assert self._active is not None, "a DataLoader worker started without a plan from the loader"
+        plan = self._active
+        if self._iterations_here:
+            plan = IterationPlan(
+                plan.epoch + self._iterations_here, 0, self.global_batch_size, plan.num_canonical_nodes
+            )
+        self._iterations_here += 1
+        return plan
+
+    def topology(self) -> Topology:
+        worker_id, num_workers = detect_worker()
+        return Topology(
+            num_nodes=self.world.num_nodes,
+            ranks_per_node=self.world.local_world_size,
+            workers_per_rank=num_workers,
+            replication=self.replication,
+            rank=self.world.rank,
+            worker=worker_id,
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        worker_id, num_workers = detect_worker()
+        if num_workers and self._active is None:
+            # A plain DataLoader started this worker: the main process never planned, so plan here.
+            self._active = IterationPlan(self._next_epoch, 0, self.global_batch_size, self._canonical_nodes())
+        plan = self._plan_here()
+        sample_ids = self.sample_ids_for(plan, self.topology())
+        try:
+            yield from read_samples(self, sample_ids)
+        finally:
+            if num_workers == 0:
+                self._end_iteration(plan)
+
+    def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
+        """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""
+        from stream_plugin.order.plan import rank_worker_batches
+
+        batches = rank_worker_batches(
+            self._order(plan),
+            consumed=plan.start,
+            global_batch_size=self.global_batch_size,
+            topology=topology,
+        )
+        return batches.reshape(-1)

@@ -1,0 +1,88 @@
+"""From dataset shape and settings to each epoch's global order: the glue over the pure ``order`` maths.
+
+It keeps the last orders it built, because every DataLoader worker of an epoch needs the same one.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_plugin.order.plan import DatasetShape, EpochOrder, OrderConfig, plan_epoch
+from stream_plugin.order.sampling import epoch_samples
+from stream_plugin.shard_table import ShardTable
+
+_KEEP_ORDERS = 2
+
+
+@dataclass(frozen=True)
+class OrderSettings:
+    """Every setting that shapes the global order, except the global batch size and canonical nodes."""
+
+    shuffle: bool
+    shuffle_algo: str
+    shuffle_seed: int
+    shuffle_block_size: int | None
+    batching_method: str
+    sampling_method: str
+    sampling_granularity: int
+
+
+class EpochPlanner:
+    """Builds (and briefly remembers) ``EpochOrder``s for one dataset."""
+
+    def __init__(self, table: ShardTable, samples_per_stream: np.ndarray, settings: OrderSettings) -> None:
+        self._table = table
+        self._counts = samples_per_stream
+        self._settings = settings
+        self._shape = DatasetShape(
+            samples_per_shard=table.samples_per_shard, stream_of_shard=table.stream_per_shard
+        )
+        self._orders: OrderedDict[tuple[int, int, int, int], EpochOrder] = OrderedDict()
+
+    @property
+    def epoch_size(self) -> int:
+        return int(self._counts.sum())
+
+    def chosen_samples(self, epoch: int) -> list[np.ndarray]:
+        """The stream-local sample ids each stream contributes to ``epoch`` (sorted, repeats allowed)."""
+        settings = self._settings
+        per_stream_shards = [
+            self._table.samples_per_shard[self._table.stream_per_shard == stream]
+            for stream in range(len(self._counts))
+        ]
+        return epoch_samples(
+            self._table.samples_per_stream.tolist(),
+            self._counts.tolist(),
+            per_stream_shards,
+            method=settings.sampling_method,  # type: ignore[arg-type]
+            granularity=settings.sampling_granularity,
+            seed=settings.shuffle_seed,
+            epoch=epoch,
+        )
+
+    def order(
+        self, epoch: int, *, global_batch_size: int, num_canonical_nodes: int, device_batch_size: int
+    ) -> EpochOrder:
+        key = (epoch, global_batch_size, num_canonical_nodes, device_batch_size)
+        found = self._orders.get(key)
+        if found is not None:
+            return found
+        settings = self._settings
+        config = OrderConfig(
+            shuffle=settings.shuffle,
+            shuffle_algo=settings.shuffle_algo,
+            shuffle_seed=settings.shuffle_seed,
+            shuffle_block_size=settings.shuffle_block_size,
+            num_canonical_nodes=num_canonical_nodes,
+            batching_method=settings.batching_method,  # type: ignore[arg-type]
+            global_batch_size=global_batch_size,
+            device_batch_size=device_batch_size,
+        )
+        order = plan_epoch(self._shape, self.chosen_samples(epoch), config, epoch)
+        self._orders[key] = order
+        while len(self._orders) > _KEEP_ORDERS:
+            self._orders.popitem(last=False)
+        return order
