@@ -1,0 +1,114 @@
+"""``StreamingDataLoader``: a ``DataLoader`` that knows how far the caller has read.
+
+It counts batches handed to the caller, not batches its workers prefetched, so ``state_dict()`` is the
+exact position of training. The state is the dataset's resume state: a flat dict of ints and strs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from stream_plugin.dataset import IterationPlan, StreamingDataset
+from stream_plugin.errors import ConfigError
+
+
+class StreamingDataLoader(DataLoader):
+    """A ``torch.utils.data.DataLoader`` with ``state_dict()`` / ``load_state_dict()`` for exact resumption.
+
+    Takes the same arguments as ``DataLoader``. The dataset's ``batch_size`` is set from the loader's
+    when the dataset left it unset; if both are set they must agree, since workers build whole batches.
+    """
+
+    def __init__(self, dataset: Any, *args: Any, batch_size: int | None = 1, **kwargs: Any) -> None:
+        if isinstance(dataset, StreamingDataset):
+            if dataset.batch_size is None:
+                dataset.batch_size = batch_size
+            elif batch_size is not None and dataset.batch_size != batch_size:
+                raise ConfigError(
+                    f"StreamingDataLoader: expected batch_size={dataset.batch_size} as the dataset's "
+                    f"per-device batch_size, found {batch_size}; pass the same value to both (or leave the "
+                    "dataset's unset)"
+                )
+        super().__init__(dataset, *args, batch_size=batch_size, **kwargs)
+        self._plan: IterationPlan | None = None
+        self._batches_yielded = 0
+        # Persistent workers advance one epoch per pass on their own; remember where they started.
+        self._workers_first_plan: IterationPlan | None = None
+        self._worker_passes = 0
+
+    @property
+    def _streaming(self) -> StreamingDataset | None:
+        return self.dataset if isinstance(self.dataset, StreamingDataset) else None
+
+    def _restart_workers(self) -> None:
+        iterator = getattr(self, "_iterator", None)
+        if iterator is not None:
+            shutdown = getattr(iterator, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+            self._iterator = None
+        self._workers_first_plan = None
+        self._worker_passes = 0
+
+    def _workers_would_follow(self, plan: IterationPlan, global_batch_size: int) -> bool:
+        first = self._workers_first_plan
+        return (
+            first is not None
+            and plan.start == 0
+            and plan.epoch == first.epoch + self._worker_passes
+            and plan.epoch_batch_size == global_batch_size
+            and plan.num_canonical_nodes == first.num_canonical_nodes
+        )
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        dataset = self._streaming
+        if dataset is None:
+            yield from super().__iter__()
+            return
+        plan = dataset._begin_iteration()
+        dataset._loader_began = self.num_workers == 0
+        if self.num_workers and self.persistent_workers:
+            if not self._workers_would_follow(plan, dataset.global_batch_size):
+                self._restart_workers()
+                self._workers_first_plan = plan
+            self._worker_passes += 1
+        self._plan = plan
+        self._batches_yielded = 0
+        for batch in super().__iter__():
+            self._batches_yielded += 1
+            yield batch
+        dataset._end_iteration(plan)
+        self._plan = None
+
+    def samples_consumed(self) -> int:
+        """Global samples of the current epoch that the caller has received (resume point included)."""
+        dataset = self._streaming
+        if dataset is None or self._plan is None:
+            return 0
+        return self._plan.start + self._batches_yielded * dataset.global_batch_size
+
+    def state_dict(self) -> dict[str, int | str]:
+        """The exact position of the caller in the global order (rank-independent)."""
+        dataset = self._streaming
+        if dataset is None:
+            raise ConfigError(
+                f"StreamingDataLoader.state_dict: expected a StreamingDataset, found "
+                f"{type(self.dataset).__name__}; only StreamingDataset positions can be saved"
+            )
+        return dataset.state_dict(self.samples_consumed(), from_beginning=True)
+
+    def load_state_dict(self, state: dict[str, Any] | None, *, strict: bool = True) -> None:
+        """Continue from ``state`` at the next ``iter()``; live persistent workers are restarted."""
+        dataset = self._streaming
+        if dataset is None:
+            raise ConfigError(
+                f"StreamingDataLoader.load_state_dict: expected a StreamingDataset, found "
+                f"{type(self.dataset).__name__}"
+            )
+        dataset.load_state_dict(state, strict=strict)
+        self._plan = None
+        self._batches_yielded = 0
+        self._restart_workers()
