@@ -14,11 +14,21 @@ from stream_plugin.errors import (
     UnsafePathError,
     UnsafeTypeError,
 )
+from stream_plugin.format.encodings import register_encoding
+from stream_plugin.format.merge import merge_index
+from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CSVWriter",
     "ConfigError",
+    "JSONWriter",
+    "MDSWriter",
+    "TSVWriter",
+    "XSVWriter",
+    "merge_index",
+    "register_encoding",
     "EncodingError",
     "FormatError",
     "IndexFormatError",
