@@ -1,0 +1,135 @@
+"""OS file locks and the layout of the cache's control folder.
+
+Every process on a node that caches into the same ``local`` folder (ranks x DataLoader workers, or two
+runs one after the other) coordinates through files under ``local/.stream_plugin/`` only. Locks are
+``fcntl.flock`` locks: the kernel releases them when their holder dies, so a crash never leaves a lock
+behind and no clean-up step is ever needed. Waiting for a lock blocks in the kernel; nothing polls.
+
+Lock files are never deleted: unlinking a lock file while another process waits on it would let two
+holders lock two different inodes under one name. They are empty and one per shard, so keeping them
+costs nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+CONTROL_DIRNAME = ".stream_plugin"
+
+
+def _quoted(name: str) -> str:
+    """A flat, injective file name for a shard basename ("3/shard.00000.mds" -> "3%2Fshard.00000.mds")."""
+    return quote(name, safe="")
+
+
+@dataclass(frozen=True)
+class ControlFolder:
+    """Paths of the control files of one ``local`` folder; creating nothing by itself."""
+
+    local: Path
+
+    @property
+    def root(self) -> Path:
+        """The hidden folder that holds every control file (never a shard basename: see ``is_control``)."""
+        return self.local / CONTROL_DIRNAME
+
+    def shard_lock(self, basename: str) -> Path:
+        """Lock of one shard, keyed by its raw data basename: exclusive to download, shared to read."""
+        return self.root / "shards" / f"{_quoted(basename)}.lock"
+
+    def index_lock(self, index_name: str) -> Path:
+        """Lock held by the one process that downloads ``index_name``."""
+        return self.root / "index" / f"{_quoted(index_name)}.lock"
+
+    def reservation(self, basename: str) -> Path:
+        """Record of the bytes an in-flight download of this shard will occupy once placed."""
+        return self.root / "reserved" / _quoted(basename)
+
+    @property
+    def reservations(self) -> Path:
+        """Folder of in-flight download reservations."""
+        return self.root / "reserved"
+
+    @property
+    def eviction_lock(self) -> Path:
+        """Node-wide lock around cache usage accounting and eviction."""
+        return self.root / "evict.lock"
+
+    @property
+    def remote_record(self) -> Path:
+        """File holding the remote this folder caches, so a second remote is refused."""
+        return self.root / "remote"
+
+    @property
+    def remote_lock(self) -> Path:
+        """Lock around creating ``remote_record``."""
+        return self.root / "remote.lock"
+
+    @property
+    def stats(self) -> Path:
+        """Folder of per-process statistics files (see ``stats.py``)."""
+        return self.root / "stats"
+
+
+def is_control(basename: str) -> bool:
+    """Whether a shard basename would land inside the control folder (such an index is refused)."""
+    return basename.replace("\\", "/").split("/", 1)[0] == CONTROL_DIRNAME
+
+
+def _open_lock_file(path: Path) -> int:
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o644)
+
+
+@contextmanager
+def locked(path: str | os.PathLike[str], *, shared: bool = False) -> Iterator[None]:
+    """Hold a flock on ``path`` (created if missing), blocking in the kernel until it is granted.
+
+    Each call opens its own descriptor, so two threads of one process exclude each other just as two
+    processes do.
+    """
+    descriptor = _open_lock_file(Path(path))
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing the last descriptor releases the lock
+
+
+@contextmanager
+def try_locked(path: str | os.PathLike[str], *, shared: bool = False) -> Iterator[bool]:
+    """Try to flock ``path`` without waiting; yield whether the lock is held for the ``with`` body."""
+    descriptor = _open_lock_file(Path(path))
+    try:
+        try:
+            fcntl.flock(descriptor, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+        else:
+            yield True
+    finally:
+        os.close(descriptor)
+
+
+def is_locked_exclusively(path: str | os.PathLike[str]) -> bool:
+    """Whether some descriptor (any process or thread) holds an exclusive lock on ``path`` right now."""
+    with try_locked(path, shared=True) as acquired:
+        return not acquired
+
+
+def touch(path: str | os.PathLike[str]) -> None:
+    """Set ``path``'s modification time to now: the cache's least-recently-used clock."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        os.close(_open_lock_file(Path(path)))  # a fresh file's mtime is already now

@@ -1,0 +1,439 @@
+"""``ShardCache``: shards of one stream, downloaded once per node into its ``local`` folder.
+
+Shards live under their index basenames, as MosaicML lays them out (``local/shard.00000.mds``). All
+processes that share ``local`` coordinate through ``local/.stream_plugin/`` only (see ``locks.py``):
+
+* A shard counts as present when every raw file it has (data, and meta for JSON/CSV) exists with the
+  size ``index.json`` records; checking that takes no lock.
+* Otherwise one process takes the shard's exclusive lock, downloads into temporaries, verifies size
+  (and digest with ``validate_hash``), decompresses, verifies again, and renames into place; every
+  other process blocks on the same lock and then finds the shard present.
+* Readers hold the shard's lock shared, so eviction (which needs it exclusive) skips them.
+
+Temporaries are named ``.<name>.tmp-locked``: only the holder of the shard lock writes them, so the
+next holder can remove a killed process's leftovers without scanning the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stream_plugin.cache.eviction import Evictor, check_cache_limit, footprint
+from stream_plugin.cache.locks import ControlFolder, is_control, locked, touch
+from stream_plugin.cache.stats import CacheStats
+from stream_plugin.errors import ConfigError, ShardIntegrityError, UnsafePathError
+from stream_plugin.fileio import atomic_write_bytes, publish
+from stream_plugin.format.compression import decompress_file
+from stream_plugin.format.hashing import hash_names, verify_digests
+from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry, load_index, parse_index
+from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError
+from stream_plugin.storage.local import local_root
+from stream_plugin.storage.retry import RetryPolicy, call_with_retries
+from stream_plugin.units import parse_bytes
+
+# How often ``reading`` re-downloads a shard that another process evicted between the download and
+# the shared lock, before deciding the cache is too small to make progress.
+_READ_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Where and how one stream is cached; validated on construction.
+
+    ``cache_limit`` (bytes, or a string such as ``"10gb"``) bounds the bytes of this ``local`` folder's
+    shards; it is ignored for local-only streams (``remote=None``), which are never evicted.
+    """
+
+    local: str
+    remote: str | None
+    cache_limit: int | str | None = None
+    keep_zip: bool = False
+    validate_hash: str | None = None
+    download_retry: int = 2
+    download_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "local", os.fspath(self.local))
+        if not self.local:
+            raise ConfigError(
+                "local: expected a folder path for the cache, found ''; pass local='/path/to/cache'"
+            )
+        if self.cache_limit is not None:
+            limit = parse_bytes(self.cache_limit, name="cache_limit")
+            if limit <= 0:
+                raise ConfigError(
+                    f"cache_limit: expected a size > 0 such as '10gb', found {self.cache_limit!r}; "
+                    "pass None for no limit"
+                )
+            object.__setattr__(self, "cache_limit", limit)
+        if self.validate_hash is not None and self.validate_hash not in hash_names():
+            raise ConfigError(
+                f"validate_hash: expected one of {hash_names()} or None, found {self.validate_hash!r}"
+            )
+        # RetryPolicy checks download_retry and download_timeout with its own messages.
+        RetryPolicy.from_mosaic(self.download_retry, self.download_timeout)
+
+    @property
+    def limit(self) -> int | None:
+        """``cache_limit`` in bytes (parsed on construction)."""
+        assert not isinstance(self.cache_limit, str)
+        return self.cache_limit
+
+
+@dataclass
+class _Staged:
+    """A shard downloaded into temporaries, waiting to be renamed into place."""
+
+    moves: list[tuple[Path, Path]] = field(default_factory=list)  # (temporary, final), publish order
+    drop_after: list[Path] = field(default_factory=list)  # compressed copies not kept
+    downloaded: int = 0
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-locked")
+
+
+def _has_size(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except FileNotFoundError:
+        return False
+
+
+def canonical_remote(remote: str) -> str:
+    """The remote as recorded in the control folder: local paths resolved, no trailing ``/``."""
+    if "://" in remote and not remote.startswith("file:"):
+        return remote.rstrip("/")
+    return str(local_root(remote).resolve())
+
+
+class ShardCache:
+    """Downloads, verifies, places, protects and evicts the shards of one stream on this node."""
+
+    def __init__(
+        self, config: CacheConfig, store: ObjectStore | None = None, stats: CacheStats | None = None
+    ) -> None:
+        self._config = config
+        self._local = Path(config.local)
+        self._control = ControlFolder(self._local)
+        self._remote = canonical_remote(config.remote) if config.remote is not None else None
+        self._store = self._open_store(store)
+        if self._remote is not None:
+            self._claim_folder(self._remote)
+        default_folder = self._control.stats if self._remote is not None else None
+        self._stats = stats if stats is not None else CacheStats(default_folder)
+        self._policy = RetryPolicy.from_mosaic(config.download_retry, config.download_timeout)
+        self._known: dict[str, ShardEntry] = {}
+        self._known_mutex = threading.Lock()
+        limit = config.limit
+        self._evictor = (
+            Evictor(self._local, self._control, limit, self._stats)
+            if limit is not None and self._remote is not None
+            else None
+        )
+
+    @property
+    def config(self) -> CacheConfig:
+        """The configuration this cache was made with."""
+        return self._config
+
+    @property
+    def stats(self) -> CacheStats:
+        """This process's counters (mirrored node-wide for streams with a remote)."""
+        return self._stats
+
+    def close(self) -> None:
+        """Mirror the statistics to disk; the cache holds no other resource between calls."""
+        self._stats.flush()
+
+    # -- index ------------------------------------------------------------------------------------
+
+    def fetch_index(self, index_name: str = INDEX_BASENAME) -> Path:
+        """Make ``local/index_name`` exist and return its path; one process per node downloads it.
+
+        A local copy is reused as is (as MosaicML does): point a changed remote at a fresh ``local``.
+        """
+        path = self._local / index_name
+        if self._store is None or path.is_file():
+            return path
+        with locked(self._control.index_lock(index_name)):
+            if not path.is_file():
+                temporary = _temporary(path)
+                try:
+                    self._download(index_name, temporary)
+                    # Refuse to publish something that is not an index; the next process would trust it.
+                    parse_index(temporary.read_bytes(), source=f"{self._remote}/{index_name}")
+                    publish(temporary, path)
+                finally:
+                    temporary.unlink(missing_ok=True)
+        return path
+
+    def open_index(self, index_name: str = INDEX_BASENAME) -> list[ShardEntry]:
+        """Fetch and parse the index, and remember its shards for eviction; return them."""
+        entries = load_index(self.fetch_index(index_name))
+        self.set_shards(entries)
+        return entries
+
+    def set_shards(self, entries: Sequence[ShardEntry]) -> None:
+        """Tell the cache every shard of the stream: usage and eviction consider exactly these."""
+        for entry in entries:
+            self._remember(entry)
+
+    def check_working_set(self, readers: int, shards_per_reader: int = 2) -> None:
+        """Raise ``ConfigError`` now if ``cache_limit`` cannot hold ``readers`` x ``shards_per_reader`` shards."""
+        if self._evictor is None:
+            return
+        sizes = [footprint(entry, keep_zip=self._config.keep_zip) for entry in self._known_shards()]
+        check_cache_limit(self._config.limit, sizes, readers, shards_per_reader)
+
+    # -- shards -----------------------------------------------------------------------------------
+
+    def ensure(self, entry: ShardEntry) -> Path:
+        """Block until the shard's raw files exist locally, verified; return the ``local`` folder."""
+        self._remember(entry)
+        if self._is_present(entry):
+            self._stats.record_hit()
+            return self._local
+        lock = self._control.shard_lock(entry.raw_data.basename)
+        with locked(lock):
+            if self._is_present(entry):  # another process placed it while we waited
+                self._stats.record_hit()
+                return self._local
+            self._remove_temporaries(entry)
+            if self._store is None:
+                self._decompress_in_place(entry)
+            else:
+                with self._room_for(entry):
+                    self._download_shard(entry)
+            touch(lock)
+        return self._local
+
+    @contextmanager
+    def reading(self, entry: ShardEntry) -> Iterator[Path]:
+        """``ensure`` the shard and keep it from eviction (shared lock) while the ``with`` body reads it."""
+        if self._store is None:
+            yield self.ensure(entry)  # local-only: nothing ever removes these files
+            return
+        lock = self._control.shard_lock(entry.raw_data.basename)
+        for _ in range(_READ_ATTEMPTS):
+            folder = self.ensure(entry)
+            with locked(lock, shared=True):
+                # Another process may have evicted it between ensure and the lock.
+                if self._is_present(entry):
+                    touch(lock)
+                    yield folder
+                    return
+        raise ConfigError(
+            f"cache_limit: expected shard {entry.raw_data.basename!r} to stay cached until read, found it "
+            f"evicted {_READ_ATTEMPTS} times in a row; raise cache_limit (see minimum_cache_limit) or use "
+            "fewer readers per node"
+        )
+
+    def evict_to_limit(self) -> int:
+        """Evict least-recently-used shards nobody reads until usage fits ``cache_limit``; bytes freed."""
+        if self._evictor is None:
+            return 0
+        return self._evictor.evict_to_limit(self._known_shards())
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _open_store(self, store: ObjectStore | None) -> ObjectStore | None:
+        if self._remote is None:
+            if store is not None:
+                raise ConfigError(
+                    "store: expected None for a local-only stream (remote=None), found a store; pass the "
+                    "store's URL as remote, or drop the store"
+                )
+            return None
+        if self._remote == str(self._local.resolve()):
+            raise ConfigError(
+                f"remote: expected a location other than local={self._config.local!r}, found the same folder; "
+                "pass remote=None to read a local dataset in place"
+            )
+        if store is None:
+            from stream_plugin.storage import open_store  # the registry of backends lives there
+
+            assert self._config.remote is not None
+            return open_store(self._config.remote)
+        return store
+
+    def _claim_folder(self, remote: str) -> None:
+        """Record which remote ``local`` caches; refuse a second one (their shard names collide)."""
+        record = self._control.remote_record
+        if not record.is_file():
+            with locked(self._control.remote_lock):
+                if not record.is_file():
+                    atomic_write_bytes(record, remote.encode("utf-8"))
+        recorded = record.read_text(encoding="utf-8")
+        if recorded != remote:
+            raise ConfigError(
+                f"local: expected {self._config.local!r} to cache remote {remote!r}, found it already caches "
+                f"{recorded!r} (recorded in {record}); two remotes cannot share one local folder because their "
+                "shard names collide. Use a different local folder (or split) for each remote"
+            )
+
+    def _remember(self, entry: ShardEntry) -> None:
+        name = entry.raw_data.basename
+        if name in self._known:
+            return
+        for raw, stored in entry.file_pairs():
+            for info in (raw, stored):
+                if info is not None and is_control(info.basename):
+                    raise UnsafePathError(
+                        f"index.json: expected shard basenames outside the cache's control folder, found "
+                        f"{info.basename!r}; rename the shard (regenerate the index)"
+                    )
+        with self._known_mutex:
+            self._known[name] = entry
+
+    def _known_shards(self) -> list[ShardEntry]:
+        with self._known_mutex:
+            return list(self._known.values())
+
+    def _is_present(self, entry: ShardEntry) -> bool:
+        return all(_has_size(self._local / raw.basename, raw.bytes) for raw, _ in entry.file_pairs())
+
+    def _room_for(self, entry: ShardEntry) -> AbstractContextManager[None]:
+        if self._evictor is None:
+            return nullcontext()
+        need = footprint(entry, keep_zip=self._config.keep_zip)
+        return self._evictor.room_for(entry, need, self._known_shards)
+
+    def _remove_temporaries(self, entry: ShardEntry) -> None:
+        # We hold the shard lock, so any temporary of this shard belongs to a holder that died.
+        for raw, stored in entry.file_pairs():
+            for info in (raw, stored):
+                if info is not None:
+                    _temporary(self._local / info.basename).unlink(missing_ok=True)
+
+    def _download(self, key: str, dest: Path) -> int:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        store = self._store
+        assert store is not None
+        return call_with_retries(
+            lambda: store.download(key, dest, timeout=self._config.download_timeout),
+            self._policy,
+            describe=f"download of {key!r} from {self._remote}",
+            on_retry=lambda _attempt, _error: self._stats.record_retry(),
+        )
+
+    def _download_shard(self, entry: ShardEntry) -> None:
+        """Download, verify and place a shard; a shard that fails verification is fetched again."""
+        attempts = self._policy.attempts
+        for attempt in range(1, attempts + 1):
+            staged = _Staged()
+            try:
+                for raw, stored in entry.file_pairs():
+                    self._stage_pair(entry, raw, stored, staged)
+            except ShardIntegrityError as error:
+                self._discard(entry)
+                if attempt == attempts:
+                    raise ShardIntegrityError(
+                        f"shard {entry.raw_data.basename!r}: expected the files index.json describes, found a "
+                        f"mismatch on each of {attempts} download(s); last: {error}. The remote copy is corrupt "
+                        "or index.json is stale: re-write or re-upload the shard"
+                    ) from error
+                self._stats.record_retry()
+                continue
+            except BaseException:
+                self._remove_temporaries(entry)
+                raise
+            self._place(staged)
+            self._stats.record_download(staged.downloaded)
+            return
+
+    def _stage_pair(self, entry: ShardEntry, raw: FileInfo, stored: FileInfo | None, staged: _Staged) -> None:
+        raw_final = self._local / raw.basename
+        raw_temporary = _temporary(raw_final)
+        if stored is None:
+            staged.downloaded += self._fetch_verified(raw, raw_temporary)
+            staged.moves.append((raw_temporary, raw_final))
+            return
+        zip_final = self._local / stored.basename
+        zip_source = zip_final
+        # A compressed copy kept earlier (keep_zip) was verified when placed: decompress it, no download.
+        if not _has_size(zip_final, stored.bytes):
+            zip_source = _temporary(zip_final)
+            staged.downloaded += self._fetch_verified(stored, zip_source)
+        assert entry.compression is not None, "an entry with zip_data names its compression"
+        decompress_file(
+            entry.compression, zip_source, raw_temporary, source=str(zip_final), expected_size=raw.bytes
+        )
+        self._verify(raw, raw_temporary, required=False)
+        if self._config.keep_zip:
+            if zip_source != zip_final:
+                staged.moves.append((zip_source, zip_final))  # placed before the raw file
+        else:
+            staged.drop_after.append(zip_source)
+        staged.moves.append((raw_temporary, raw_final))
+
+    def _fetch_verified(self, info: FileInfo, temporary: Path) -> int:
+        self._download(info.basename, temporary)
+        self._verify(info, temporary, required=True)
+        return info.bytes
+
+    def _verify(self, info: FileInfo, path: Path, *, required: bool) -> None:
+        """Check size, then the ``validate_hash`` digest (``required``: the index must record it)."""
+        found = path.stat().st_size
+        if found != info.bytes:
+            raise ShardIntegrityError(
+                f"{info.basename}: expected {info.bytes} bytes (from index.json), found {found}; the download "
+                "was cut short or the remote file differs from the index"
+            )
+        algorithm = self._config.validate_hash
+        if algorithm is not None and (required or algorithm in info.hashes):
+            verify_digests(info.hashes, path, source=info.basename, names=[algorithm])
+
+    def _discard(self, entry: ShardEntry) -> None:
+        """Remove every temporary and any compressed local copy of this shard: the next attempt starts clean."""
+        self._remove_temporaries(entry)
+        for _, stored in entry.file_pairs():
+            if stored is not None:
+                (self._local / stored.basename).unlink(missing_ok=True)
+
+    def _place(self, staged: _Staged) -> None:
+        for temporary, final in staged.moves:
+            publish(temporary, final)
+        for path in staged.drop_after:
+            path.unlink(missing_ok=True)
+
+    def _decompress_in_place(self, entry: ShardEntry) -> None:
+        """Local-only stream: decompress missing raw files next to their compressed files (kept: the only copy)."""
+        for raw, stored in entry.file_pairs():
+            raw_final = self._local / raw.basename
+            if _has_size(raw_final, raw.bytes):
+                continue
+            if stored is None or not (self._local / stored.basename).is_file():
+                raise self._missing_locally(raw, stored)
+            raw_temporary = _temporary(raw_final)
+            try:
+                decompress_file(
+                    entry.compression or "",
+                    self._local / stored.basename,
+                    raw_temporary,
+                    source=str(self._local / stored.basename),
+                    expected_size=raw.bytes,
+                )
+                self._verify(raw, raw_temporary, required=False)
+            except BaseException:
+                raw_temporary.unlink(missing_ok=True)
+                raise
+            publish(raw_temporary, raw_final)
+
+    def _missing_locally(self, raw: FileInfo, stored: FileInfo | None) -> Exception:
+        path = self._local / raw.basename
+        if path.is_file():
+            return ShardIntegrityError(
+                f"{path}: expected {raw.bytes} bytes (from index.json), found {path.stat().st_size} in the "
+                "local-only stream; the file was changed after the index was written: re-write the dataset"
+            )
+        alternative = f" or {self._local / stored.basename}" if stored is not None else ""
+        return RemoteNotFoundError(
+            f"{path}: expected the shard file{alternative} in the local-only stream {self._config.local!r}, "
+            "found none; point local at the dataset folder, or pass remote= to download it"
+        )
