@@ -1,0 +1,194 @@
+"""From chosen samples to shard-ordered groups, cut into one contiguous span per canonical node.
+
+A *group* is the set of samples whose spans are cut together: all streams mixed (batching
+``random``) or one stream (the other batching methods). Within a group the chosen samples are laid
+out shard by shard, in a per-epoch shuffled shard order; the group is then cut into consecutive
+spans, one per canonical node, whose lengths the batching method fixes. A span therefore holds
+whole shards except at its two ends, so a node downloads about 1/C of the group's shards.
+
+Nothing here materialises a whole-epoch index array: a group is a list of shard *runs* (slices of
+the per-stream chosen arrays) and a span is copied straight into its destination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_plugin.errors import ConfigError
+from stream_plugin.order.random import rng_for
+
+# Sortedness is checked in chunks so the check never allocates a whole-epoch temporary.
+_CHECK_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetShape:
+    """Shard sizes of all streams concatenated (stream 0's shards first, then stream 1's, ...)."""
+
+    samples_per_shard: np.ndarray  # int64 (num_shards,)
+    stream_of_shard: np.ndarray  # int (num_shards,), non-decreasing
+
+    def __post_init__(self) -> None:
+        sizes = np.asarray(self.samples_per_shard)
+        streams = np.asarray(self.stream_of_shard)
+        if sizes.ndim != 1 or streams.shape != sizes.shape:
+            raise ConfigError(
+                f"DatasetShape: expected samples_per_shard and stream_of_shard of the same 1-D shape, "
+                f"found {sizes.shape} and {streams.shape}; pass one entry per shard"
+            )
+        if len(sizes) and (sizes.min() < 0 or streams.min() < 0 or np.any(np.diff(streams) < 0)):
+            raise ConfigError(
+                "DatasetShape: expected sample counts >= 0 and stream ids >= 0 in non-decreasing order, "
+                f"found counts min {sizes.min()} and stream ids {streams[:8].tolist()}...; "
+                "concatenate the streams' shards in stream order"
+            )
+        object.__setattr__(self, "samples_per_shard", sizes.astype(np.int64))
+        object.__setattr__(self, "stream_of_shard", streams.astype(np.int64))
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.samples_per_shard)
+
+    @property
+    def num_streams(self) -> int:
+        return int(self.stream_of_shard[-1]) + 1 if self.num_shards else 0
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.samples_per_shard.sum())
+
+    @property
+    def shard_offsets(self) -> np.ndarray:
+        """Global id of each shard's first sample: int64 (num_shards + 1,)."""
+        return np.concatenate([[0], np.cumsum(self.samples_per_shard)]).astype(np.int64)
+
+    def stream_shard_range(self, stream: int) -> tuple[int, int]:
+        """The [first, last + 1) shard ids of ``stream``."""
+        first, stop = np.searchsorted(self.stream_of_shard, [stream, stream + 1])
+        return int(first), int(stop)
+
+
+@dataclass(frozen=True, eq=False)
+class ShardRuns:
+    """One group's chosen samples as runs of consecutive chosen ids of one shard, in read order."""
+
+    chosen: tuple[np.ndarray, ...]  # per stream: sorted stream-local ids (n_s,)
+    stream: np.ndarray  # int64 (R,): which ``chosen`` array the run slices
+    start: np.ndarray  # int64 (R,): run = chosen[stream][start:stop]
+    stop: np.ndarray  # int64 (R,)
+    shard: np.ndarray  # int64 (R,): global shard id of the run
+    id_offset: np.ndarray  # int64 (R,): added to stream-local ids to make global ids
+    cum: np.ndarray  # int64 (R + 1,): group position where each run starts
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.cum[-1])
+
+    def reordered(self, order: np.ndarray) -> ShardRuns:
+        """The same runs read in ``order`` (a permutation of run indices)."""
+        lengths = (self.stop - self.start)[order]  # (R,)
+        return ShardRuns(
+            chosen=self.chosen,
+            stream=self.stream[order],
+            start=self.start[order],
+            stop=self.stop[order],
+            shard=self.shard[order],
+            id_offset=self.id_offset[order],
+            cum=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        )
+
+    def copy_range(self, begin: int, end: int, out: np.ndarray) -> np.ndarray:
+        """Write global ids at group positions [begin, end) into ``out`` (1-D, length end - begin).
+
+        Returns the shard bounds of the range: int64 (k + 1,) offsets in ``out`` where each run
+        piece starts, ending with ``end - begin``.
+        """
+        assert len(out) == end - begin and 0 <= begin <= end <= self.num_samples
+        if begin == end:
+            return np.zeros(1, dtype=np.int64)
+        first = int(np.searchsorted(self.cum, begin, side="right")) - 1
+        last = int(np.searchsorted(self.cum, end, side="left"))  # exclusive run index
+        bounds = np.clip(self.cum[first : last + 1], begin, end) - begin  # (k + 1,)
+        for run, lo, hi in zip(range(first, last), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            base = int(self.start[run]) + (begin - int(self.cum[run]) if run == first else 0)
+            local = self.chosen[int(self.stream[run])][base : base + hi - lo]
+            np.add(local, int(self.id_offset[run]), out=out[lo:hi], casting="unsafe")
+        return bounds
+
+
+def _check_chosen(stream: int, chosen: np.ndarray, num_samples: int) -> None:
+    if chosen.ndim != 1 or chosen.dtype.kind not in "iu":
+        raise ConfigError(
+            f"chosen_per_stream[{stream}]: expected a 1-D integer array, found shape {chosen.shape} "
+            f"dtype {chosen.dtype}; pass the sampler's sorted stream-local ids"
+        )
+    if len(chosen) == 0:
+        return
+    if chosen[0] < 0 or chosen[-1] >= num_samples:
+        raise ConfigError(
+            f"chosen_per_stream[{stream}]: expected ids in [0, {num_samples}), found range "
+            f"[{chosen[0]}, {chosen[-1]}]; pass stream-local ids, not global ones"
+        )
+    for begin in range(0, len(chosen) - 1, _CHECK_CHUNK):
+        chunk = chosen[begin : begin + _CHECK_CHUNK + 1]
+        if np.any(chunk[1:] < chunk[:-1]):
+            raise ConfigError(
+                f"chosen_per_stream[{stream}]: expected ids sorted ascending, found a descent near "
+                f"position {begin}; sort the sampler's output (np.sort) before planning"
+            )
+
+
+def group_runs(
+    shape: DatasetShape, chosen_per_stream: Sequence[np.ndarray], streams: Sequence[int]
+) -> ShardRuns:
+    """The runs of ``streams``' chosen samples, in natural shard order."""
+    offsets = shape.shard_offsets  # (num_shards + 1,)
+    pieces: list[tuple[np.ndarray, ...]] = []
+    for stream in streams:
+        first, stop = shape.stream_shard_range(stream)
+        stream_base = offsets[first]
+        chosen = np.asarray(chosen_per_stream[stream])
+        _check_chosen(stream, chosen, int(offsets[stop] - stream_base))
+        # Stream-local offset of each of the stream's shards, and where its ids fall in ``chosen``.
+        local_edges = offsets[first : stop + 1] - stream_base  # (k + 1,)
+        cut = np.searchsorted(chosen, local_edges).astype(np.int64)  # (k + 1,)
+        keep = cut[1:] > cut[:-1]  # shards with no chosen sample make no run
+        count = int(keep.sum())
+        pieces.append(
+            (
+                np.full(count, stream, dtype=np.int64),
+                cut[:-1][keep],
+                cut[1:][keep],
+                np.arange(first, stop, dtype=np.int64)[keep],
+                np.full(count, stream_base, dtype=np.int64),
+            )
+        )
+    stream_ids, start, stop_, shard, id_offset = (
+        np.concatenate([p[i] for p in pieces]) if pieces else np.zeros(0, dtype=np.int64) for i in range(5)
+    )
+    return ShardRuns(
+        chosen=tuple(np.asarray(c) for c in chosen_per_stream),
+        stream=stream_ids,
+        start=start,
+        stop=stop_,
+        shard=shard,
+        id_offset=id_offset,
+        cum=np.concatenate([[0], np.cumsum(stop_ - start)]).astype(np.int64),
+    )
+
+
+def shuffled_shard_order(runs: ShardRuns, seed: int, epoch: int, group: int) -> ShardRuns:
+    """The runs in this epoch's shard order for ``group`` (a fresh permutation per epoch)."""
+    order = rng_for(seed, epoch, "shard_order", group).permutation(len(runs.stream))
+    return runs.reordered(order)
+
+
+def slot_ranges(global_batch_size: int, num_canonical_nodes: int) -> np.ndarray:
+    """Slot boundaries of canonical nodes: node c owns slots [edges[c], edges[c + 1]) of every batch.
+
+    int64 (C + 1,) with edges[c] = floor(c * G / C).
+    """
+    return np.arange(num_canonical_nodes + 1, dtype=np.int64) * global_batch_size // num_canonical_nodes

@@ -1,0 +1,287 @@
+"""Top-level entry point: one epoch's global sample order as a (T, G) array of global batches.
+
+``plan_epoch`` is a pure function of the chosen samples, the ``OrderConfig`` and the epoch. It never
+sees the hardware layout: ``partition.rank_worker_batches`` slices its result for one (rank, worker).
+
+Pipeline (each step in its own module):
+
+1. ``batching.plan_slots``: which group (stream, or all streams mixed) fills each slot of each
+   global batch, where padding goes, and how many samples each canonical node reads per group.
+2. ``layout``: each group's chosen samples in a per-epoch shuffled shard order, cut into one
+   contiguous span per canonical node with exactly those lengths.
+3. ``shuffle``: each span shuffled in place by the configured algorithm.
+4. Here: node c's span fills its slots ``[floor(c*G/C), floor((c+1)*G/C))`` of every batch in
+   row-major order; padding copies the first samples the same node yields from the same group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_plugin.errors import ConfigError
+from stream_plugin.order.batching import BATCHING_METHODS, NO_GROUP, BatchingMethod, SlotPlan, plan_slots
+from stream_plugin.order.layout import DatasetShape, ShardRuns, group_runs, shuffled_shard_order, slot_ranges
+from stream_plugin.order.shuffle import SpanKey, canonical_shuffle_name, default_block_size, get_shuffle
+
+# Spans are shuffled in this dtype when every global id fits: half the memory of int64.
+_INT32_LIMIT = 2**31
+
+
+def _check_positive(name: str, value: object, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name}: expected an int >= 1, found {value!r}; {fix}")
+
+
+@dataclass(frozen=True)
+class OrderConfig:
+    """Every setting that shapes the global sample order (and nothing that does not)."""
+
+    shuffle: bool = False
+    shuffle_algo: str = "block"
+    shuffle_seed: int = 9176
+    shuffle_block_size: int | None = None  # None: MosaicML's max(4_000_000 // C, 1 << 18)
+    num_canonical_nodes: int = 1
+    batching_method: BatchingMethod = "random"
+    global_batch_size: int = 1
+    device_batch_size: int | None = None  # only read by batching_method="device_per_stream"
+
+    def __post_init__(self) -> None:
+        canonical_shuffle_name(self.shuffle_algo)  # raises ConfigError for unknown names
+        _check_positive("num_canonical_nodes", self.num_canonical_nodes, "pass a multiple of the node count")
+        _check_positive(
+            "global_batch_size", self.global_batch_size, "pass device batch size x data-parallel ranks"
+        )
+        if self.shuffle_block_size is not None:
+            _check_positive("shuffle_block_size", self.shuffle_block_size, "pass None for the default")
+        if isinstance(self.shuffle_seed, bool) or not isinstance(self.shuffle_seed, int):
+            raise ConfigError(f"shuffle_seed: expected an int, found {self.shuffle_seed!r}; pass an int seed")
+        if self.batching_method not in BATCHING_METHODS:
+            raise ConfigError(
+                f"batching_method: expected one of {list(BATCHING_METHODS)}, found {self.batching_method!r}; "
+                "pick one of them"
+            )
+        if self.batching_method == "device_per_stream":
+            _check_positive(
+                "device_batch_size", self.device_batch_size, "batching_method='device_per_stream' needs it"
+            )
+            assert self.device_batch_size is not None
+            if self.global_batch_size % self.device_batch_size:
+                raise ConfigError(
+                    f"global_batch_size: expected a multiple of device_batch_size={self.device_batch_size}, "
+                    f"found {self.global_batch_size}; use device batch size x data-parallel ranks"
+                )
+
+    @property
+    def algorithm(self) -> str:
+        """The registered shuffle actually applied: ``none`` unless ``shuffle`` is on."""
+        return canonical_shuffle_name(self.shuffle_algo) if self.shuffle else "none"
+
+    @property
+    def block_size(self) -> int:
+        """``shuffle_block_size`` or its default for this many canonical nodes."""
+        if self.shuffle_block_size is not None:
+            return self.shuffle_block_size
+        return default_block_size(self.num_canonical_nodes)
+
+
+@dataclass(frozen=True, eq=False)
+class EpochOrder:
+    """One epoch's global sample order: global batch t is ``batches[t]`` on every layout."""
+
+    batches: np.ndarray  # int64 (T, G): global sample ids
+    pad_positions: np.ndarray  # int64 (num_padded,): flat positions in batches.ravel() that repeat a sample
+    batching_method: BatchingMethod = "random"
+    device_batch_size: int | None = None  # set when the order depends on it (device_per_stream)
+
+    @property
+    def num_batches(self) -> int:
+        return int(self.batches.shape[0])
+
+    @property
+    def global_batch_size(self) -> int:
+        return int(self.batches.shape[1])
+
+    @property
+    def num_padded(self) -> int:
+        """Slots that repeat an earlier sample of the epoch to complete a batch."""
+        return len(self.pad_positions)
+
+    @property
+    def num_samples(self) -> int:
+        """Real (not padding) samples in the epoch."""
+        return self.batches.size - self.num_padded
+
+    def real_flat(self) -> np.ndarray:
+        """The epoch's samples in order without padding: int64 (num_samples,). A copy."""
+        flat = self.batches.reshape(-1)
+        if not self.num_padded:
+            return flat.copy()
+        keep = np.ones(flat.size, dtype=bool)
+        keep[self.pad_positions] = False
+        return flat[keep]
+
+
+def _fill_from_span(
+    out: np.ndarray, runs: ShardRuns, begin: int, end: int, key: SpanKey, algorithm: str
+) -> None:
+    """Copy group positions [begin, end) into ``out`` (1-D) and shuffle them in place."""
+    bounds = runs.copy_range(begin, end, out)
+    get_shuffle(algorithm)(out, bounds, key)
+
+
+def _first_real(block: np.ndarray, usable: np.ndarray, count: int) -> np.ndarray:
+    """The first ``count`` entries of ``block[usable]`` in row-major order, reading as few rows as it can."""
+    rows = 1
+    while True:
+        found = block[:rows][usable[:rows]]
+        if len(found) >= count or rows >= len(block):
+            return found[:count]
+        rows *= 2
+
+
+def _assemble_one_group(
+    out: np.ndarray,
+    runs: ShardRuns,
+    slots: SlotPlan,
+    edges: np.ndarray,
+    config: OrderConfig,
+    epoch: int,
+    dtype: np.dtype,
+) -> list[np.ndarray]:
+    """Fast path for one group: node c's span, then its tail padding, fills its columns row-major."""
+    num_batches, G = out.shape
+    pad_positions: list[np.ndarray] = []
+    begin = 0
+    for node, (lo, hi) in enumerate(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True)):
+        real = int(slots.span_lengths[node, 0])
+        pad = int(slots.pad_per_node[node])
+        key = SpanKey(config.shuffle_seed, epoch, (0, node), config.block_size)
+        # With one canonical node the columns are the whole array: shuffle in place, no copy.
+        buffer = out.reshape(-1) if hi - lo == G else np.empty(num_batches * (hi - lo), dtype=dtype)
+        _fill_from_span(buffer[:real], runs, begin, begin + real, key, config.algorithm)
+        begin += real
+        if pad:
+            # Padding repeats the node's own first samples (wrapping if it has fewer than ``pad``).
+            source = buffer[:real] if real else np.zeros(0, dtype=buffer.dtype)
+            buffer[real:] = np.resize(source, pad) if real else -1  # -1: filled below from another node
+            flat_cols = np.arange(real, real + pad)  # positions within the node's (T, g_c) block
+            rows, cols = np.divmod(flat_cols, hi - lo)
+            pad_positions.append(rows * G + lo + cols)
+        if hi - lo != G:
+            out[:, lo:hi] = buffer.reshape(num_batches, hi - lo)
+    return pad_positions
+
+
+def _assemble_groups(
+    out: np.ndarray,
+    runs_per_group: list[ShardRuns],
+    slots: SlotPlan,
+    edges: np.ndarray,
+    config: OrderConfig,
+    epoch: int,
+    dtype: np.dtype,
+) -> None:
+    """General path: node c's span of group g fills the node's real slots of group g, row-major."""
+    assert slots.group_of_slot is not None and slots.is_pad is not None
+    begin = np.zeros(len(runs_per_group), dtype=np.int64)
+    for node, (lo, hi) in enumerate(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True)):
+        block = out[:, lo:hi]  # (T, g_c) view
+        groups = slots.group_of_slot[:, lo:hi]
+        real_slots = ~slots.is_pad[:, lo:hi]
+        for group, runs in enumerate(runs_per_group):
+            length = int(slots.span_lengths[node, group])
+            if not length:
+                continue
+            key = SpanKey(config.shuffle_seed, epoch, (group, node), config.block_size)
+            span = np.empty(length, dtype=dtype)
+            _fill_from_span(span, runs, int(begin[group]), int(begin[group]) + length, key, config.algorithm)
+            block[real_slots & (groups == group)] = span
+            begin[group] += length
+
+
+def _fill_padding(out: np.ndarray, slots: SlotPlan, edges: np.ndarray, is_pad: np.ndarray) -> None:
+    """Padding slots copy the first samples their canonical node yields from the same group.
+
+    A node with no real sample of that group borrows the epoch's first samples of the group.
+    """
+    group_of_slot = slots.group_of_slot
+    for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+        block, pads = out[:, lo:hi], is_pad[:, lo:hi]  # (T, g_c)
+        pad_rows = np.flatnonzero(pads.any(axis=1))
+        if not len(pad_rows):
+            continue
+        groups = group_of_slot[:, lo:hi] if group_of_slot is not None else np.zeros(block.shape, np.int16)
+        for group in np.unique(groups[pad_rows][pads[pad_rows]]).tolist():
+            targets = pads & (groups == group)
+            count = int(targets.sum())
+            usable = ~pads if group == NO_GROUP else ~pads & (groups == group)
+            source = _first_real(block, usable, count)
+            if not len(source):  # this node has none of the group: borrow the epoch's first ones
+                everywhere = (
+                    ~is_pad if group == NO_GROUP else ~is_pad & (_groups_or_zero(slots, out) == group)
+                )
+                source = _first_real(out, everywhere, count)
+            block[targets] = np.resize(source, count)
+
+
+def _groups_or_zero(slots: SlotPlan, out: np.ndarray) -> np.ndarray:
+    return slots.group_of_slot if slots.group_of_slot is not None else np.zeros(out.shape, np.int16)
+
+
+def plan_epoch(
+    shape: DatasetShape, chosen_per_stream: Sequence[np.ndarray], config: OrderConfig, epoch: int
+) -> EpochOrder:
+    """The global sample order of ``epoch``: global batches of global sample ids.
+
+    ``chosen_per_stream[s]`` holds stream s's chosen stream-local sample ids for this epoch, sorted
+    (repeats for upsampling). The result does not depend on nodes, ranks or workers.
+    """
+    if len(chosen_per_stream) != shape.num_streams:
+        raise ConfigError(
+            f"chosen_per_stream: expected one array per stream ({shape.num_streams}), found "
+            f"{len(chosen_per_stream)}; pass the sampler's output for every stream, empty arrays included"
+        )
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ConfigError(f"epoch: expected an int >= 0, found {epoch!r}; pass the epoch number")
+    sizes = np.array([len(chosen) for chosen in chosen_per_stream], dtype=np.int64)  # (S,)
+    slots = plan_slots(
+        sizes,
+        method=config.batching_method,
+        global_batch_size=config.global_batch_size,
+        num_canonical_nodes=config.num_canonical_nodes,
+        device_batch_size=config.device_batch_size,
+        shuffle=config.shuffle,
+        seed=config.shuffle_seed,
+        epoch=epoch,
+    )
+    runs_per_group = []
+    for group, streams in enumerate(slots.groups):
+        runs = group_runs(shape, chosen_per_stream, streams)
+        if config.algorithm != "none":
+            runs = shuffled_shard_order(runs, config.shuffle_seed, epoch, group)
+        runs_per_group.append(runs)
+    G = config.global_batch_size
+    edges = slot_ranges(G, config.num_canonical_nodes)  # (C + 1,)
+    dtype = np.dtype(np.int32 if shape.num_samples < _INT32_LIMIT else np.int64)
+    out = np.empty((slots.num_batches, G), dtype=np.int64)  # (T, G)
+    if slots.group_of_slot is None:
+        pad_positions = _assemble_one_group(out, runs_per_group[0], slots, edges, config, epoch, dtype)
+        flat_pads = np.sort(np.concatenate(pad_positions)) if pad_positions else np.zeros(0, np.int64)
+        if (out.reshape(-1)[flat_pads] < 0).any():  # a node had no real sample to repeat
+            is_pad = np.zeros(out.shape, dtype=bool)
+            is_pad.reshape(-1)[flat_pads] = True
+            _fill_padding(out, slots, edges, is_pad)
+    else:
+        assert slots.is_pad is not None
+        _assemble_groups(out, runs_per_group, slots, edges, config, epoch, dtype)
+        _fill_padding(out, slots, edges, slots.is_pad)
+        flat_pads = np.flatnonzero(slots.is_pad.reshape(-1))
+    return EpochOrder(
+        batches=out,
+        pad_positions=flat_pads.astype(np.int64),
+        batching_method=config.batching_method,
+        device_batch_size=config.device_batch_size if config.batching_method == "device_per_stream" else None,
+    )

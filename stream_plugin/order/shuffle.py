@@ -1,0 +1,134 @@
+"""Within-span shuffle algorithms: a name -> pure function registry.
+
+A *span* is the contiguous run of samples (in shuffled shard order) that one canonical node reads
+for one group (all streams mixed, or one stream). A shuffle rearranges a span in place and never
+moves a sample to another span, which is what keeps shard downloads local to a node.
+
+Every algorithm is a pure function of ``(ids, shard_bounds, key)``: its randomness comes from
+``rng_for(seed, epoch, <purpose>, *span)``, so every epoch reshuffles and nothing is saved.
+
+Names say what the algorithm does; MosaicML's names are accepted as aliases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_plugin.errors import ConfigError
+from stream_plugin.order.random import rng_for
+
+# Past this many segments, shuffling them one by one in a Python loop costs more than one
+# vectorised sort of the whole span.
+_LOOP_SEGMENTS_MAX = 4096
+
+
+@dataclass(frozen=True)
+class SpanKey:
+    """Everything a shuffle may depend on besides the ids: the randomness key and the block size."""
+
+    seed: int
+    epoch: int
+    span: tuple[int, ...]  # (group, canonical node): names this span in the randomness key
+    block_size: int
+
+
+SpanShuffle = Callable[[np.ndarray, np.ndarray, SpanKey], None]
+"""``shuffle(ids, shard_bounds, key)``: rearrange ``ids`` (1-D) in place.
+
+``shard_bounds`` (num_runs + 1,) are the offsets in ``ids`` where each shard's run of samples
+starts, ending with ``len(ids)``.
+"""
+
+_REGISTRY: dict[str, SpanShuffle] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register_shuffle(name: str, *aliases: str) -> Callable[[SpanShuffle], SpanShuffle]:
+    """Decorator: make ``fn`` available as ``shuffle_algo=name`` (and under each alias)."""
+
+    def register(fn: SpanShuffle) -> SpanShuffle:
+        _REGISTRY[name] = fn
+        for alias in aliases:
+            _ALIASES[alias] = name
+        return fn
+
+    return register
+
+
+def canonical_shuffle_name(name: str) -> str:
+    """Resolve an alias (``py1e`` -> ``block``); raise ConfigError for unknown names."""
+    resolved = _ALIASES.get(name, name)
+    if resolved not in _REGISTRY:
+        known = sorted(_REGISTRY) + sorted(_ALIASES)
+        raise ConfigError(
+            f"shuffle_algo: expected one of {known}, found {name!r}; pick a registered algorithm "
+            "or register yours with stream_plugin.order.shuffle.register_shuffle"
+        )
+    return resolved
+
+
+def get_shuffle(name: str) -> SpanShuffle:
+    """The registered function for ``name`` or one of its aliases."""
+    return _REGISTRY[canonical_shuffle_name(name)]
+
+
+def shuffle_names() -> list[str]:
+    """Registered algorithm names (aliases excluded)."""
+    return sorted(_REGISTRY)
+
+
+def default_block_size(num_canonical_nodes: int) -> int:
+    """MosaicML's default ``shuffle_block_size``: ``max(4_000_000 // C, 1 << 18)`` samples."""
+    return max(4_000_000 // num_canonical_nodes, 1 << 18)
+
+
+def shuffle_segments(ids: np.ndarray, bounds: np.ndarray, rng: np.random.Generator) -> None:
+    """Permute each segment ``ids[bounds[i]:bounds[i + 1]]`` independently, in place."""
+    num_segments = len(bounds) - 1
+    if num_segments <= _LOOP_SEGMENTS_MAX:
+        for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            if stop - start > 1:
+                rng.shuffle(ids[start:stop])
+        return
+    # Many small segments: one sort by (segment, random key). Adding a uniform [0, 1) float to the
+    # segment index keeps segments apart and orders each one randomly.
+    lengths = np.diff(bounds)  # (num_segments,)
+    segment_of = np.repeat(np.arange(num_segments, dtype=np.float64), lengths)  # (n,)
+    segment_of += rng.random(len(ids))
+    ids[:] = ids[np.argsort(segment_of, kind="stable")]
+
+
+@register_shuffle("none")
+def no_shuffle(ids: np.ndarray, shard_bounds: np.ndarray, key: SpanKey) -> None:
+    """Keep the span in shard order (samples ascending within each shard)."""
+
+
+@register_shuffle("permute", "naive")
+def permute_span(ids: np.ndarray, shard_bounds: np.ndarray, key: SpanKey) -> None:
+    """A uniform permutation of the whole span: best mixing, a node touches all its shards at once."""
+    rng_for(key.seed, key.epoch, "permute_span", *key.span).shuffle(ids)
+
+
+@register_shuffle("block", "py1b", "py1br", "py1e")
+def block_shuffle(ids: np.ndarray, shard_bounds: np.ndarray, key: SpanKey) -> None:
+    """Permute inside consecutive blocks of ``block_size`` samples of the span.
+
+    A block is a contiguous run of the shard-ordered span, so reading one block touches at most
+    ``ceil(block_size / shard_size) + 1`` shards: a node streams through its shards a few at a time.
+    """
+    bounds = np.arange(0, len(ids), key.block_size, dtype=np.int64)  # (num_blocks,)
+    bounds = np.append(bounds, len(ids))  # (num_blocks + 1,)
+    shuffle_segments(ids, bounds, rng_for(key.seed, key.epoch, "block_shuffle", *key.span))
+
+
+@register_shuffle("intra_shard", "py1s", "py2s")
+def intra_shard_shuffle(ids: np.ndarray, shard_bounds: np.ndarray, key: SpanKey) -> None:
+    """Permute the samples of each shard among themselves; shards are read one at a time.
+
+    The shard order itself is shuffled before spans are cut (see ``layout``), so this gives
+    "shuffle shards, then samples within each shard".
+    """
+    shuffle_segments(ids, shard_bounds, rng_for(key.seed, key.epoch, "intra_shard_shuffle", *key.span))
