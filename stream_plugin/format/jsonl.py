@@ -37,7 +37,7 @@ def make_json_encoder(columns: Mapping[str, str], newline: str) -> Callable[[Map
             if name not in sample:
                 raise EncodingError(
                     f"JSONWriter: expected every column {list(columns)} in the sample, found it lacks "
-                    f"{name!r}; add the missing key"
+                    f"{[column for column in columns if column not in sample]}; add the missing keys"
                 )
             value = sample[name]
             if type(value) is not convert:  # the common case skips the type check entirely

@@ -65,7 +65,7 @@ def make_xsv_encoder(
             if name not in sample:
                 raise EncodingError(
                     f"{writer}: expected every column {list(names)} in the sample, found it lacks "
-                    f"{name!r}; add the missing key"
+                    f"{[column for column in names if column not in sample]}; add the missing keys"
                 )
             text = encode_text_value(type_name, sample[name], column=name)
             if separator in text or newline in text:
