@@ -52,7 +52,7 @@ def http_root(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     handler = functools.partial(_QuietHandler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield folder, f"http://127.0.0.1:{server.server_address[1]}"

@@ -13,9 +13,12 @@ requests moto accepts. ``S3_ENDPOINT_URL`` is *not* set, so tests choose how to 
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,29 @@ class S3Server:
             config=Config(retries={"total_max_attempts": 1}, **config),
         )
 
+    @contextmanager
+    def enforce_auth(self) -> Iterator[None]:
+        """Inside, moto checks every request against its IAM: the test keys get 403 InvalidAccessKeyId.
+
+        moto ignores bucket policies and signatures by default; this turns its IAM checks on through
+        its ``/moto-api/reset-auth`` control endpoint and restores the previous setting afterwards.
+        """
+        previous = self._set_auth_free_requests("0")
+        try:
+            yield
+        finally:
+            self._set_auth_free_requests(previous)
+
+    def _set_auth_free_requests(self, count: str) -> str:
+        request = urllib.request.Request(
+            f"{self.endpoint_url}/moto-api/reset-auth",
+            data=count.encode(),
+            method="POST",
+            headers={"Content-Type": "text/plain"},  # A form content type would hide the body from moto.
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(json.load(response)["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"])
+
     def create_bucket(self, prefix: str = "bucket") -> S3Bucket:
         """A new empty bucket with a name unique in this session."""
         name = f"{prefix}-{os.getpid()}-{next(self._names)}"
@@ -79,8 +105,9 @@ class S3Bucket:
         """``s3://<bucket>/<prefix>``."""
         return f"s3://{self.name}/{prefix.strip('/')}".rstrip("/")
 
-    def put(self, key: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.name, Key=key, Body=data)
+    def put(self, key: str, data: bytes, **extra: Any) -> None:
+        """Store ``data`` under ``key``; ``extra`` goes to ``put_object`` (e.g. ``ACL="public-read"``)."""
+        self.client.put_object(Bucket=self.name, Key=key, Body=data, **extra)
 
     def get(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.name, Key=key)["Body"].read()  # type: ignore[no-any-return]
