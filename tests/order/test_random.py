@@ -90,9 +90,12 @@ def test_permute_maps_each_position_independently() -> None:
 
 def test_permute_golden_values_do_not_change_between_versions() -> None:
     ids = permute(np.arange(10), 10, 3, 1, "stream_sample", 2)
-    assert ids.tolist() == [3, 2, 8, 0, 4, 5, 9, 7, 6, 1]
+    assert ids.tolist() == [3, 0, 2, 9, 5, 7, 4, 8, 1, 6]
     big = permute(np.array([0, 1, 2, 999_999_999]), 10**9, 3, 1, "stream_sample", 2)
-    assert big.tolist() == [732464732, 136110115, 121074179, 848200153]
+    assert big.tolist() == [616364800, 244403386, 301647263, 928815490]
+    # Domains above 2**32 run the network in 64-bit words.
+    huge = permute(np.array([0, 1, 2]), 2**40, 3, 1, "stream_sample", 2)
+    assert huge.tolist() == [616457828376, 269918004351, 578893473954]
 
 
 def test_permute_differs_by_key_and_looks_shuffled() -> None:
@@ -110,3 +113,11 @@ def test_permute_rejects_positions_outside_the_range() -> None:
 def test_permute_rejects_an_empty_range() -> None:
     with pytest.raises(ConfigError, match=r"size: expected 1 <= size <= 2\*\*62, found 0"):
         permute(np.arange(0), 0, 0, 0, "x")
+
+
+@pytest.mark.parametrize("size", [2**32 - 5, 2**32 + 7, 2**40 + 1])
+def test_unpermute_inverts_permute_around_the_32_bit_boundary(size: int) -> None:
+    positions = np.array([0, 1, size // 2, size - 1])
+    ids = permute(positions, size, 1, 2, "x")
+    assert ids.min() >= 0 and ids.max() < size
+    assert np.array_equal(unpermute(ids, size, 1, 2, "x"), positions)
