@@ -223,7 +223,10 @@ class ShardWriter:
         """Add one sample; closes the current shard first if the sample would push it past size_limit."""
         if self._failure is not None or self._closed:
             self._raise_if_failed()
-            raise StorageError(f"{type(self).__name__}: expected an open writer, found finish() was called")
+            raise ConfigError(
+                f"{type(self).__name__}: expected an open writer, found it finished or aborted; create a new "
+                "writer to write more samples"
+            )
         data = self._encode(sample)
         size = len(data) + self.extra_bytes_per_sample
         limit = self.size_limit
@@ -298,6 +301,8 @@ class ShardWriter:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._pending.clear()
         self._samples = []
+        if self._temporary_local:
+            shutil.rmtree(self.local, ignore_errors=True)  # nobody else knows this folder
 
     def __enter__(self) -> ShardWriter:
         return self

@@ -63,22 +63,24 @@ def test_value_of_the_wrong_size_names_column_and_sizes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["mds", "json", "csv"])
 def test_sample_missing_a_column_is_refused(fmt: str, tmp_path: Path) -> None:
-    with make_writer(fmt, str(tmp_path), TEXT_COLUMNS) as writer:
-        with pytest.raises(
-            EncodingError,
-            match=r"expected every column .* in the sample, found it lacks \['x'\]; add the missing keys",
-        ):
-            writer.write({"n": 1, "word": "w"})
+    writer = make_writer(fmt, str(tmp_path), TEXT_COLUMNS)
+    with pytest.raises(
+        EncodingError,
+        match=r"expected every column .* in the sample, found it lacks \['x'\]; add the missing keys",
+    ):
+        writer.write({"n": 1, "word": "w"})
+    writer.finish()
 
 
 @pytest.mark.parametrize("value", ["a,b", "a\nb"])
 def test_csv_value_holding_the_separator_or_newline_is_refused(value: str, tmp_path: Path) -> None:
-    with CSVWriter(columns={"word": "str"}, out=str(tmp_path)) as writer:
-        with pytest.raises(
-            EncodingError,
-            match=r"CSVWriter column 'word': expected a value without the separator ',' or the newline '\\n' .* write the dataset with JSONWriter or MDSWriter",
-        ):
-            writer.write({"word": value})
+    writer = CSVWriter(columns={"word": "str"}, out=str(tmp_path))
+    with pytest.raises(
+        EncodingError,
+        match=r"CSVWriter column 'word': expected a value without the separator ',' or the newline '\\n' .* write the dataset with JSONWriter or MDSWriter",
+    ):
+        writer.write({"word": value})
+    writer.finish()
 
 
 def test_xsv_column_name_holding_the_separator_is_refused(tmp_path: Path) -> None:
