@@ -97,13 +97,17 @@ def _decompress(
     entry: ShardEntry, folder: Path, raw: FileInfo, zipped: FileInfo, *, validate_hash: bool
 ) -> None:
     zip_path = folder / zipped.basename
+    spec = parse_compression(entry.compression)
+    if spec is None:
+        raise ShardIntegrityError(
+            f"{zip_path}: expected the index entry of a compressed file to name its compression, found "
+            "compression null; the index is corrupt, regenerate it"
+        )
     _check_file(zip_path, zipped, validate_hash=validate_hash, what="compressed shard file")
     raw_path = folder / raw.basename
     temporary = temporary_sibling(raw_path)
     try:
-        written = decompress_file(
-            parse_compression(entry.compression), zip_path, temporary, source=str(zip_path)
-        )
+        written = decompress_file(spec, zip_path, temporary, source=str(zip_path))
         if written != raw.bytes:
             raise ShardIntegrityError(
                 f"{zip_path}: expected it to decompress to {raw.bytes} bytes as index.json records for "

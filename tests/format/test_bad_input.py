@@ -231,3 +231,12 @@ def test_pkl_column_is_refused_without_allow_unsafe_types(tmp_path: Path) -> Non
     ):
         open_shard(entry, tmp_path)
     assert open_shard(entry, tmp_path, allow_unsafe_types=True).read(0) == {"obj": {"a": (1, 2)}}
+
+
+def test_writing_after_finish_is_refused(tmp_path: Path) -> None:
+    writer = make_writer("mds", str(tmp_path), TEXT_COLUMNS)
+    writer.finish()
+    with pytest.raises(
+        ConfigError, match=r"MDSWriter: expected an open writer, found it finished or aborted"
+    ):
+        writer.write(text_samples(1)[0])

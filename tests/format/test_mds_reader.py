@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ from writer_rig import TEXT_COLUMNS, read_dataset, text_samples, write_dataset
 
 from stream_plugin.format.index import load_index, write_index
 from stream_plugin.format.mds import MDSShardReader, build_shard
-from stream_plugin.format.reader import open_shard
+from stream_plugin.format.reader import check_shard_file, materialize_shard, open_shard
 from stream_plugin.format.shard_file import build_meta, config_bytes
 
 MIXED_COLUMNS = {
@@ -38,7 +39,7 @@ def _mixed_samples(count: int) -> list[dict]:
 
 
 @pytest.fixture
-def mixed_shard(tmp_path: Path) -> MDSShardReader:
+def mixed_shard(tmp_path: Path) -> Iterator[MDSShardReader]:
     write_dataset("mds", str(tmp_path), _mixed_samples(50), MIXED_COLUMNS, size_limit=None)
     (entry,) = load_index(tmp_path)
     reader = open_shard(entry, tmp_path)
@@ -153,3 +154,18 @@ def test_an_empty_json_shard_is_readable(tmp_path: Path) -> None:
     }
     write_index(tmp_path, [entry])
     assert read_dataset(tmp_path) == []
+
+
+@pytest.mark.parametrize("fmt", ["mds", "json"])
+def test_materialize_is_idempotent_and_can_drop_the_compressed_files(fmt: str, tmp_path: Path) -> None:
+    write_dataset(fmt, str(tmp_path), text_samples(30), TEXT_COLUMNS, compression="br", hashes=["md5"])
+    (entry,) = load_index(tmp_path)
+    materialize_shard(entry, tmp_path, validate_hash=True)
+    stamp = (tmp_path / entry.raw_data.basename).stat().st_mtime_ns
+    materialize_shard(entry, tmp_path, keep_zip=False, validate_hash=True)
+    assert (tmp_path / entry.raw_data.basename).stat().st_mtime_ns == stamp  # not decompressed again
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        ["index.json", *(raw.basename for raw, _ in entry.file_pairs())]
+    )
+    check_shard_file(entry, tmp_path, validate_hash=True)
+    assert read_dataset(tmp_path) == text_samples(30)
