@@ -33,7 +33,9 @@ def test_merging_rewritten_parts_reproduces_the_mosaicml_merged_index_byte_for_b
     size_limit = load_index(MERGED)[0].size_limit
     for part, samples in _parts_of_merged_fixture():
         write_dataset("mds", str(tmp_path / part), samples, {"x": "int", "y": "str"}, size_limit=size_limit)
-        assert (tmp_path / part / INDEX_BASENAME).read_bytes() == (MERGED / part / INDEX_BASENAME).read_bytes()
+        assert (tmp_path / part / INDEX_BASENAME).read_bytes() == (
+            MERGED / part / INDEX_BASENAME
+        ).read_bytes()
     merge_index(str(tmp_path))
     assert (tmp_path / INDEX_BASENAME).read_bytes() == (MERGED / INDEX_BASENAME).read_bytes()
 
@@ -50,7 +52,9 @@ def test_list_form_merges_the_given_indexes_in_order(tmp_path: Path) -> None:
 
 def test_merged_dataset_reads_every_sample_of_every_part(tmp_path: Path) -> None:
     for part in ("a", "b"):
-        write_dataset("json", str(tmp_path / part), text_samples(30), TEXT_COLUMNS, size_limit=400, compression="gz")
+        write_dataset(
+            "json", str(tmp_path / part), text_samples(30), TEXT_COLUMNS, size_limit=400, compression="gz"
+        )
     merge_index(out=str(tmp_path))
     entries = load_index(tmp_path)
     assert {entry.zip_meta.basename.split("/")[0] for entry in entries} == {"a", "b"}
@@ -69,7 +73,9 @@ def test_sub_folders_merge_in_natural_order(tmp_path: Path) -> None:
 def test_merge_uploads_the_index_to_a_remote_out(tmp_path: Path) -> None:
     remote = tmp_path / "remote"
     for part in ("0", "1"):
-        write_dataset("mds", (str(tmp_path / "local" / part), (remote / part).as_uri()), text_samples(5), TEXT_COLUMNS)
+        write_dataset(
+            "mds", (str(tmp_path / "local" / part), (remote / part).as_uri()), text_samples(5), TEXT_COLUMNS
+        )
     merge_index((str(tmp_path / "local"), remote.as_uri()), keep_local=False)
     assert not (tmp_path / "local" / INDEX_BASENAME).exists()
     assert read_dataset(remote) == text_samples(5) * 2
@@ -81,8 +87,14 @@ def test_merge_reads_remote_part_indexes(tmp_path: Path) -> None:
         write_dataset("mds", str(remote / part), text_samples(4), TEXT_COLUMNS)
     urls = [f"{(remote / part).as_uri()}/{INDEX_BASENAME}" for part in ("1", "0")]
     # Indexes named by URL, merged output to another folder: basenames keep the part folder name.
-    merge_index([(str(tmp_path / "missing" / part / INDEX_BASENAME), url) for part, url in zip("10", urls)], str(remote))
-    assert json.loads((remote / INDEX_BASENAME).read_text())["shards"][0]["raw_data"]["basename"] == "1/shard.00000.mds"
+    merge_index(
+        [(str(tmp_path / "missing" / part / INDEX_BASENAME), url) for part, url in zip("10", urls)],
+        str(remote),
+    )
+    assert (
+        json.loads((remote / INDEX_BASENAME).read_text())["shards"][0]["raw_data"]["basename"]
+        == "1/shard.00000.mds"
+    )
 
 
 def test_merging_a_folder_without_parts_is_refused(tmp_path: Path) -> None:
