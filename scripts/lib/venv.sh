@@ -27,7 +27,7 @@ PEERS_PINS=(torch==2.14.1 torchvision==0.29.1 mosaicml-streaming==0.13.0 litdata
 
 ensure_peers_venv() {
     local key stamp=.venv-peers/.stream-plugin-env
-    key=$(_env_key benchmarks/requirements-peers.txt)
+    key=$(_env_key)
     if [ -x .venv-peers/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
         return 0
     fi
@@ -35,5 +35,24 @@ ensure_peers_venv() {
     "$PYTHON_BIN" -m venv .venv-peers
     .venv-peers/bin/python -m pip install --quiet --upgrade pip
     .venv-peers/bin/python -m pip install --quiet "${PEERS_PINS[@]}" -e ".[formats,dev]"
+    echo "$key" > "$stamp"
+}
+
+# The Composer environment for tests/composer: Composer 0.32.1 (mosaicml, its last release) pins
+# torch>=2.6,<2.7.1, which the main environment's torch 2.13.0 breaks, so it lives in its own venv.
+# torch 2.7.0 is installed first on its own so that resolving the composer extra changes nothing.
+COMPOSER_TORCH=torch==2.7.0
+
+ensure_composer_venv() {
+    local key stamp=.venv-composer/.stream-plugin-env
+    key=$(_env_key)
+    if [ -x .venv-composer/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
+        return 0
+    fi
+    echo ">> creating the Composer environment in .venv-composer (torch 2.7.0, Composer 0.32.1)" >&2
+    "$PYTHON_BIN" -m venv .venv-composer
+    .venv-composer/bin/python -m pip install --quiet --upgrade pip
+    .venv-composer/bin/python -m pip install --quiet "$COMPOSER_TORCH"
+    .venv-composer/bin/python -m pip install --quiet "$COMPOSER_TORCH" -e ".[composer,formats,dev]"
     echo "$key" > "$stamp"
 }
