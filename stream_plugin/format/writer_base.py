@@ -91,7 +91,8 @@ class ShardStore:
         self.compression = compression
         self.hashes = hashes
         self.keep_local = keep_local
-        self._retry = RetryPolicy(attempts=retry + 1, timeout=None)
+        # MosaicML's ``retry`` counts attempts (its default 2 means one retry); 0 still tries once.
+        self._retry = RetryPolicy(attempts=max(1, retry), timeout=None)
 
     def describe(self, basename: str, data: bytes) -> dict[str, Any]:
         """The ``raw_data``/``zip_data`` object of the index for one file."""
@@ -133,7 +134,15 @@ class ShardStore:
 
 
 class ShardWriter:
-    """Base class of the writers: subclasses encode samples and lay out the files of one shard."""
+    """Base class of the writers: subclasses encode samples and lay out the files of one shard.
+
+    Options, as in MosaicML: ``out`` a local folder, a remote URL (written through a temporary local
+    folder) or ``(local, remote)``; ``compression`` such as ``'zstd'`` or ``'zstd:7'``; ``hashes`` digest
+    names stored in the index; ``size_limit`` bytes per shard (int or ``'64mb'``; None or 0: no limit);
+    ``keep_local`` keep local files after upload; ``progress_bar`` a progress line on stderr;
+    ``max_workers`` threads that compress, hash and upload closed shards; ``exist_ok`` replace the
+    contents of a non-empty local folder; ``retry`` upload attempts for transient errors.
+    """
 
     format: ClassVar[str] = ""
     # Bytes a sample adds to a shard beyond its own encoding (MDS: its uint32 offset).
@@ -157,7 +166,7 @@ class ShardWriter:
         self.hashes = check_hash_names(list(hashes or []))
         self.size_limit = check_size_limit(size_limit)
         if not isinstance(retry, int) or retry < 0:
-            raise ConfigError(f"retry: expected an int >= 0 (upload retries), found {retry!r}")
+            raise ConfigError(f"retry: expected an int >= 0 (upload attempts), found {retry!r}")
         self.keep_local = keep_local
         self.progress_bar = progress_bar
         local, remote = split_out(out)
