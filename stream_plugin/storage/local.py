@@ -106,7 +106,7 @@ class LocalStore:
         relative_prefix = check_key(prefix, self.url)
         # Walk only the deepest folder the prefix names; "a/b" may match the folder a/b or a file a/bc.
         start = self.root / os.path.dirname(relative_prefix)
-        keys = []
+        keys: list[str] = []
         for folder, _, files in os.walk(start):
             for name in files:
                 if _is_temporary(name):

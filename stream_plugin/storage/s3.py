@@ -317,7 +317,7 @@ class S3Store:
         """Keys under ``prefix``, relative to the store root, sorted."""
         root = f"{self.prefix}/" if self.prefix else ""
         search = root + check_key(prefix, self.url)
-        keys = []
+        keys: list[str] = []
         with self._mapped_errors(search, "list"):
             pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=search)
             for page in pages:

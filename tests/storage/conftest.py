@@ -13,11 +13,10 @@ import pytest
 from support.fault_proxy import FaultProxy
 from support.s3_server import S3Bucket, s3_bucket, s3_server  # noqa: F401  (re-exported fixtures)
 
-from stream_plugin.storage import RetryPolicy, S3Store
+from stream_plugin.storage import S3Store
 
-# Short enough that stall tests take well under a second, long enough for a loaded 2-core runner.
-TIMEOUT = 0.5
-FAST_RETRIES = RetryPolicy(attempts=4, timeout=TIMEOUT, base_delay=0.0, max_delay=0.0, jitter=0.0)
+# Stalls outlast every client timeout used in these tests (<= 0.5 s); stopping the proxy ends them early.
+STALL_SECONDS = 2.0
 
 
 @pytest.fixture
@@ -28,8 +27,8 @@ def s3_store(s3_bucket: S3Bucket) -> S3Store:  # noqa: F811
 
 @pytest.fixture
 def proxy(s3_bucket: S3Bucket) -> Iterator[FaultProxy]:  # noqa: F811
-    """A fault proxy in front of moto with no rules yet; stalls outlast ``TIMEOUT`` by a margin."""
-    with FaultProxy((s3_bucket.server.host, s3_bucket.server.port), stall_seconds=TIMEOUT * 4) as running:
+    """A fault proxy in front of moto with no rules yet (add them with ``set_rules``)."""
+    with FaultProxy((s3_bucket.server.host, s3_bucket.server.port), stall_seconds=STALL_SECONDS) as running:
         yield running
 
 

@@ -8,20 +8,24 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FAST_RETRIES, TIMEOUT
-from support.fault_proxy import FaultProxy, FaultRule, request_kind
+from support.fault_proxy import FaultKind, FaultProxy, FaultRule, request_kind
 from support.s3_server import S3Bucket
 
 from stream_plugin.storage import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     RetriesExhaustedError,
+    RetryPolicy,
     S3Store,
     TransientStorageError,
     call_with_retries,
 )
 
 PAYLOAD = os.urandom(200_000)
+
+# Short enough that stall tests take well under a second, long enough for a loaded 2-core runner.
+TIMEOUT = 0.5
+FAST_RETRIES = RetryPolicy(attempts=4, timeout=TIMEOUT, base_delay=0.0, max_delay=0.0, jitter=0.0)
 
 
 def download_with_retries(store: S3Store, key: str, dest: Path) -> tuple[int, list[BaseException]]:
@@ -38,10 +42,10 @@ def download_with_retries(store: S3Store, key: str, dest: Path) -> tuple[int, li
 
 @pytest.mark.parametrize("fault", ["http_500", "http_503", "reset", "stall", "stall_body", "truncate"])
 def test_each_fault_is_retried_once_per_injection_and_download_is_intact(
-    fault: str, s3_bucket: S3Bucket, proxy: FaultProxy, proxied_store: S3Store, tmp_path: Path
+    fault: FaultKind, s3_bucket: S3Bucket, proxy: FaultProxy, proxied_store: S3Store, tmp_path: Path
 ) -> None:
     s3_bucket.put("root/shard.bin", PAYLOAD)
-    proxy.set_rules(FaultRule(fault, every=1, limit=2))  # type: ignore[arg-type]
+    proxy.set_rules(FaultRule(fault, every=1, limit=2))
 
     written, retried = download_with_retries(proxied_store, "shard.bin", tmp_path / "out")
 

@@ -6,18 +6,22 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import FAST_RETRIES, TIMEOUT
-from support.fault_proxy import FaultProxy, FaultRule
+from support.fault_proxy import FaultKind, FaultProxy, FaultRule
 
 from stream_plugin.errors import StorageError
 from stream_plugin.storage import (
     HttpStore,
     RemoteNotFoundError,
+    RetryPolicy,
     TransientStorageError,
     call_with_retries,
 )
 
 PAYLOAD = bytes(range(256)) * 400
+
+# Short enough that stall tests take well under a second, long enough for a loaded 2-core runner.
+TIMEOUT = 0.5
+FAST_RETRIES = RetryPolicy(attempts=4, timeout=TIMEOUT, base_delay=0.0, max_delay=0.0, jitter=0.0)
 
 
 @pytest.fixture
@@ -71,10 +75,10 @@ def test_refused_connection_is_transient() -> None:
 
 @pytest.mark.parametrize("fault", ["http_503", "reset", "truncate", "stall"])
 def test_faults_in_front_of_http_are_retried_until_intact(
-    fault: str, http_root: tuple[Path, str], site: tuple[Path, HttpStore], tmp_path: Path
+    fault: FaultKind, http_root: tuple[Path, str], site: tuple[Path, HttpStore], tmp_path: Path
 ) -> None:
     host, port = http_root[1].removeprefix("http://").split(":")
-    with FaultProxy((host, int(port)), [FaultRule(fault, limit=1)], stall_seconds=TIMEOUT * 4) as proxy:  # type: ignore[arg-type]
+    with FaultProxy((host, int(port)), [FaultRule(fault, limit=1)], stall_seconds=2.0) as proxy:
         store = HttpStore(proxy.endpoint_url)
         retried: list[BaseException] = []
         written = call_with_retries(

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from botocore import UNSIGNED
-from conftest import FAST_RETRIES, TIMEOUT
 from support.fault_proxy import FaultProxy, FaultRule
 from support.s3_server import CREDENTIALS, S3Bucket
 
@@ -17,11 +16,17 @@ from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.storage import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
+    RetryPolicy,
     S3Store,
     TransientStorageError,
     call_with_retries,
+    open_store,
 )
 from stream_plugin.storage.s3 import resolve_endpoint
+
+# Short enough that stall tests take well under a second, long enough for a loaded 2-core runner.
+TIMEOUT = 0.5
+FAST_RETRIES = RetryPolicy(attempts=4, timeout=TIMEOUT, base_delay=0.0, max_delay=0.0, jitter=0.0)
 
 
 def write(path: Path, data: bytes) -> Path:
@@ -45,6 +50,16 @@ def test_upload_then_download_read_exists_and_list_round_trip(
     assert not s3_store.exists("data")
     assert s3_store.list() == ["data/a.bin", "data/b.bin", "index.json"]
     assert s3_store.list("data/") == ["data/a.bin", "data/b.bin"]
+
+
+def test_rig_uploads_a_folder_that_open_store_lists(s3_bucket: S3Bucket, tmp_path: Path) -> None:
+    (tmp_path / "dataset" / "sub").mkdir(parents=True)
+    (tmp_path / "dataset" / "index.json").write_bytes(b"{}")
+    (tmp_path / "dataset" / "sub" / "shard.00000.mds").write_bytes(b"mds")
+    keys = s3_bucket.upload_folder(tmp_path / "dataset", "ds")
+    assert keys == ["ds/index.json", "ds/sub/shard.00000.mds"]
+    store = open_store(s3_bucket.url("ds"), **s3_bucket.store_options)
+    assert store.list() == ["index.json", "sub/shard.00000.mds"]
 
 
 def test_large_upload_goes_multipart_and_downloads_intact(s3_store: S3Store, tmp_path: Path) -> None:

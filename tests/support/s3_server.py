@@ -101,6 +101,16 @@ class S3Bucket:
     def endpoint_url(self) -> str:
         return self.server.endpoint_url
 
+    @property
+    def store_options(self) -> dict[str, str]:
+        """Options for ``open_store(bucket.url(...), **bucket.store_options)``."""
+        return {"endpoint_url": self.server.endpoint_url}
+
+    @property
+    def credentials(self) -> dict[str, str]:
+        """The environment variables ``s3_bucket`` sets (for subprocesses started with their own env)."""
+        return dict(CREDENTIALS)
+
     def url(self, prefix: str = "") -> str:
         """``s3://<bucket>/<prefix>``."""
         return f"s3://{self.name}/{prefix.strip('/')}".rstrip("/")
