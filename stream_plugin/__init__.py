@@ -1,5 +1,6 @@
 """stream_plugin: deterministic, elastic, resumable streaming of training data from object storage."""
 
+from stream_plugin.dataset import StreamingDataset
 from stream_plugin.errors import (
     ConfigError,
     EncodingError,
@@ -17,6 +18,8 @@ from stream_plugin.errors import (
 from stream_plugin.format.encodings import register_encoding
 from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
+from stream_plugin.loader import StreamingDataLoader
+from stream_plugin.stream import Stream
 
 __version__ = "0.1.0"
 
@@ -25,6 +28,9 @@ __all__ = [
     "ConfigError",
     "JSONWriter",
     "MDSWriter",
+    "Stream",
+    "StreamingDataLoader",
+    "StreamingDataset",
     "TSVWriter",
     "XSVWriter",
     "merge_index",

@@ -442,7 +442,7 @@ class StreamingDataset(IterableDataset):
 
     def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
         """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""
-        from stream_plugin.order.plan import rank_worker_batches
+        from stream_plugin.order.partition import rank_worker_batches
 
         batches = rank_worker_batches(
             self._order(plan),
