@@ -40,12 +40,14 @@ def remaining_global_batches(order: EpochOrder, *, consumed: int, global_batch_s
     batch is padded with the first samples of that remainder. No sample is skipped or repeated.
     """
     G = order.global_batch_size
-    if isinstance(consumed, bool) or not isinstance(consumed, int) or not 0 <= consumed <= order.batches.size:
+    valid_int = isinstance(consumed, (int, np.integer)) and not isinstance(consumed, (bool, np.bool_))
+    if not valid_int or not 0 <= consumed <= order.batches.size:
         raise StateError(
             f"consumed: expected an int in [0, {order.batches.size}] (samples in this epoch's "
             f"{order.num_batches} batches of {G}), found {consumed!r}; pass the global count of samples "
             "consumed in the current epoch, and check the state belongs to this dataset and epoch"
         )
+    consumed = int(consumed)
     if global_batch_size == G and consumed % G == 0:
         return order.batches[consumed // G :]
     if order.batching_method in ("per_stream", "device_per_stream"):

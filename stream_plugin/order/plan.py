@@ -30,8 +30,13 @@ from stream_plugin.order.shuffle import SpanKey, canonical_shuffle_name, default
 _INT32_LIMIT = 2**31
 
 
+def _is_int(value: object) -> bool:
+    # bool is an int subclass, but True as a batch size is a bug at the call site.
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def _check_positive(name: str, value: object, fix: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not _is_int(value) or value < 1:  # type: ignore[operator]
         raise ConfigError(f"{name}: expected an int >= 1, found {value!r}; {fix}")
 
 
@@ -56,7 +61,7 @@ class OrderConfig:
         )
         if self.shuffle_block_size is not None:
             _check_positive("shuffle_block_size", self.shuffle_block_size, "pass None for the default")
-        if isinstance(self.shuffle_seed, bool) or not isinstance(self.shuffle_seed, int):
+        if not _is_int(self.shuffle_seed):
             raise ConfigError(f"shuffle_seed: expected an int, found {self.shuffle_seed!r}; pass an int seed")
         if self.batching_method not in BATCHING_METHODS:
             raise ConfigError(
@@ -202,33 +207,24 @@ def _assemble_groups(
             begin[group] += length
 
 
-def _fill_padding(out: np.ndarray, slots: SlotPlan, edges: np.ndarray, is_pad: np.ndarray) -> None:
+def _fill_padding(out: np.ndarray, edges: np.ndarray, group_of_slot: np.ndarray, is_pad: np.ndarray) -> None:
     """Padding slots copy the first samples their canonical node yields from the same group.
 
-    A node with no real sample of that group borrows the epoch's first samples of the group.
+    ``group_of_slot`` and ``is_pad`` are (T, G). A node with no real sample of that group borrows
+    the epoch's first samples of the group; ``NO_GROUP`` padding copies any group.
     """
-    group_of_slot = slots.group_of_slot
     for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
-        block, pads = out[:, lo:hi], is_pad[:, lo:hi]  # (T, g_c)
+        block, pads, groups = out[:, lo:hi], is_pad[:, lo:hi], group_of_slot[:, lo:hi]  # (T, g_c) views
         pad_rows = np.flatnonzero(pads.any(axis=1))
-        if not len(pad_rows):
-            continue
-        groups = group_of_slot[:, lo:hi] if group_of_slot is not None else np.zeros(block.shape, np.int16)
         for group in np.unique(groups[pad_rows][pads[pad_rows]]).tolist():
             targets = pads & (groups == group)
             count = int(targets.sum())
             usable = ~pads if group == NO_GROUP else ~pads & (groups == group)
             source = _first_real(block, usable, count)
             if not len(source):  # this node has none of the group: borrow the epoch's first ones
-                everywhere = (
-                    ~is_pad if group == NO_GROUP else ~is_pad & (_groups_or_zero(slots, out) == group)
-                )
+                everywhere = ~is_pad if group == NO_GROUP else ~is_pad & (group_of_slot == group)
                 source = _first_real(out, everywhere, count)
             block[targets] = np.resize(source, count)
-
-
-def _groups_or_zero(slots: SlotPlan, out: np.ndarray) -> np.ndarray:
-    return slots.group_of_slot if slots.group_of_slot is not None else np.zeros(out.shape, np.int16)
 
 
 def plan_epoch(
@@ -244,8 +240,9 @@ def plan_epoch(
             f"chosen_per_stream: expected one array per stream ({shape.num_streams}), found "
             f"{len(chosen_per_stream)}; pass the sampler's output for every stream, empty arrays included"
         )
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+    if not _is_int(epoch) or epoch < 0:
         raise ConfigError(f"epoch: expected an int >= 0, found {epoch!r}; pass the epoch number")
+    epoch = int(epoch)
     sizes = np.array([len(chosen) for chosen in chosen_per_stream], dtype=np.int64)  # (S,)
     slots = plan_slots(
         sizes,
@@ -273,12 +270,13 @@ def plan_epoch(
         if (out.reshape(-1)[flat_pads] < 0).any():  # a node had no real sample to repeat
             is_pad = np.zeros(out.shape, dtype=bool)
             is_pad.reshape(-1)[flat_pads] = True
-            _fill_padding(out, slots, edges, is_pad)
+            _fill_padding(out, edges, np.zeros(out.shape, dtype=np.int16), is_pad)
     else:
         assert slots.is_pad is not None
         _assemble_groups(out, runs_per_group, slots, edges, config, epoch, dtype)
-        _fill_padding(out, slots, edges, slots.is_pad)
+        _fill_padding(out, edges, slots.group_of_slot, slots.is_pad)
         flat_pads = np.flatnonzero(slots.is_pad.reshape(-1))
+    out.setflags(write=False)  # callers get views of it: nobody may change the epoch's order
     return EpochOrder(
         batches=out,
         pad_positions=flat_pads.astype(np.int64),

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from stream_plugin.errors import ConfigError
 
 
-def _check_count(name: str, value: object, minimum: int, fix: str) -> None:
+def _check_count(name: str, value: object, minimum: int, fix: str) -> int:
     # bool is an int subclass, but True as a node count is a bug at the call site.
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ConfigError(f"{name}: expected an int >= {minimum}, found {value!r}; {fix}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,17 @@ class Topology:
     worker: int = 0
 
     def __post_init__(self) -> None:
-        _check_count("num_nodes", self.num_nodes, 1, "pass the number of hosts in the job")
-        _check_count("ranks_per_node", self.ranks_per_node, 1, "pass the number of processes per host")
-        _check_count(
-            "workers_per_rank", self.workers_per_rank, 0, "pass DataLoader num_workers (0 = main process)"
-        )
-        _check_count("replication", self.replication, 1, "pass 1 unless ranks share data (tensor parallel)")
-        _check_count("rank", self.rank, 0, "pass the global rank")
-        _check_count("worker", self.worker, 0, "pass the DataLoader worker id (0 in the main process)")
+        checks = {
+            "num_nodes": (1, "pass the number of hosts in the job"),
+            "ranks_per_node": (1, "pass the number of processes per host"),
+            "workers_per_rank": (0, "pass DataLoader num_workers (0 = main process)"),
+            "replication": (1, "pass 1 unless ranks share data (tensor parallel)"),
+            "rank": (0, "pass the global rank"),
+            "worker": (0, "pass the DataLoader worker id (0 in the main process)"),
+        }
+        for name, (minimum, fix) in checks.items():
+            # Store plain ints (numpy ints accepted) so the value hashes and prints cleanly.
+            object.__setattr__(self, name, _check_count(name, getattr(self, name), minimum, fix))
         if self.world_size % self.replication:
             raise ConfigError(
                 f"replication: expected a divisor of world_size={self.world_size}, found {self.replication}; "

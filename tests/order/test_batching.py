@@ -156,3 +156,15 @@ def test_upsampled_repeats_appear_as_often_as_chosen() -> None:
     order = plan_epoch(shape(), chosen, config, epoch=0)
     expected = np.concatenate([chosen[0], 300 + chosen[1], 800 + chosen[2]])
     np.testing.assert_array_equal(np.sort(order.real_flat()), np.sort(expected))
+
+
+def test_per_stream_padding_of_a_tiny_stream_comes_from_that_stream() -> None:
+    tiny = DatasetShape(np.array([100, 3]), np.array([0, 1]))
+    config = OrderConfig(
+        shuffle=True, num_canonical_nodes=4, global_batch_size=16, batching_method="per_stream"
+    )
+    order = plan_epoch(tiny, [np.arange(100), np.arange(3)], config, epoch=0)
+    for row in order.batches:
+        assert len(set((row >= 100).tolist())) == 1  # one stream per batch, padding included
+    tiny_row = order.batches[order.batches[:, 0] >= 100][0]
+    assert sorted(set(tiny_row.tolist())) == [100, 101, 102]

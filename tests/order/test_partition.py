@@ -123,3 +123,15 @@ def test_resume_at_every_batch_on_every_small_layout_is_exact(order: EpochOrder)
 def test_batch_size_changes_twice_neither_skip_nor_repeat(order: EpochOrder) -> None:
     layouts = [(Topology(1, 2, 2), 16), (Topology(1, 4, 0), 8), (Topology(2, 2, 2), 12)]
     assert_resumes_identically(order, layouts)
+
+
+def test_numpy_integers_are_accepted_as_plain_ints() -> None:
+    topology = Topology(np.int64(2), np.int32(4), rank=np.int64(5))  # type: ignore[arg-type]
+    assert topology == Topology(2, 4, rank=5) and type(topology.rank) is int
+    assert device_batch_size(16, topology) == 2
+
+
+def test_the_planned_order_is_read_only(order: EpochOrder) -> None:
+    batches = rank_worker_batches(order, consumed=0, global_batch_size=16, topology=Topology())
+    with pytest.raises(ValueError, match="read-only"):
+        batches[0, 0] = 1
