@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from resume_helpers import assert_resumes_identically, job_batches
+from resume_helpers import assert_resumes_identically, job_batches, loader_batches
 
 from stream_plugin.order.layout import DatasetShape
 from stream_plugin.order.plan import EpochOrder, OrderConfig, plan_epoch
@@ -99,27 +99,21 @@ def test_order_ignores_layout_and_depends_on_the_epoch(shape: DatasetShape) -> N
 
 def node_shard_pairs(order: EpochOrder, shape: DatasetShape, topology: Topology) -> int:
     """Distinct (physical node, shard) pairs read in one epoch: the shard downloads of the job."""
-    shard_starts = shape.shard_offsets[1:]
+    shard_starts = shape.shard_offsets[1:]  # (num_shards,)
+    G = order.global_batch_size
     pairs = 0
     for node in range(topology.num_nodes):
         ranks = range(node * topology.ranks_per_node, (node + 1) * topology.ranks_per_node)
         samples = np.concatenate(
             [
-                job_slice
-                for rank in ranks
-                for job_slice in [_rank_samples(order, topology.with_position(rank))]
+                loader_batches(
+                    order, consumed=0, global_batch_size=G, topology=topology.with_position(r)
+                ).ravel()
+                for r in ranks
             ]
         )
         pairs += len(np.unique(np.searchsorted(shard_starts, samples, side="right")))
     return pairs
-
-
-def _rank_samples(order: EpochOrder, topology: Topology) -> np.ndarray:
-    from resume_helpers import loader_batches
-
-    return loader_batches(
-        order, consumed=0, global_batch_size=order.global_batch_size, topology=topology
-    ).ravel()
 
 
 @pytest.mark.parametrize("algo", ["block", "permute", "intra_shard", "none"])
