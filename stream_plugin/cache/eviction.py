@@ -100,6 +100,8 @@ class Evictor:
         name = entry.raw_data.basename
         while True:
             with locked(self._control.eviction_lock):
+                # We hold this shard's lock, so a reservation under its name is a dead holder's leftover.
+                self._control.reservation(name).unlink(missing_ok=True)
                 reserved = self._live_reservations()
                 if self._fit(need, shards(), skip=set(reserved) | {name}, reserved=reserved):
                     self._reserve(name, need)
