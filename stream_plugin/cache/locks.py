@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -128,8 +129,14 @@ def is_locked_exclusively(path: str | os.PathLike[str]) -> bool:
 
 
 def touch(path: str | os.PathLike[str]) -> None:
-    """Set ``path``'s modification time to now: the cache's least-recently-used clock."""
+    """Set ``path``'s modification time to now: the cache's least-recently-used clock.
+
+    The time is passed explicitly because the kernel's own file timestamps tick in milliseconds, too
+    coarse to order two reads in a row.
+    """
+    now = time.time_ns()
     try:
-        os.utime(path)
+        os.utime(path, ns=(now, now))
     except FileNotFoundError:
-        os.close(_open_lock_file(Path(path)))  # a fresh file's mtime is already now
+        os.close(_open_lock_file(Path(path)))
+        os.utime(path, ns=(now, now))
