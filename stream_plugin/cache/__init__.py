@@ -5,12 +5,14 @@ Processes that share a ``local`` folder coordinate through OS file locks and ato
 """
 
 from stream_plugin.cache.eviction import check_cache_limit, minimum_cache_limit
+from stream_plugin.cache.prefetch import Prefetcher
 from stream_plugin.cache.shard_cache import CacheConfig, ShardCache
 from stream_plugin.cache.stats import CacheStats, StatsSnapshot, node_stats
 
 __all__ = [
     "CacheConfig",
     "CacheStats",
+    "Prefetcher",
     "ShardCache",
     "StatsSnapshot",
     "check_cache_limit",

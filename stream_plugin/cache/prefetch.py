@@ -1,0 +1,125 @@
+"""Prefetch: a DataLoader worker downloads the shards of its own upcoming samples in the background.
+
+Each worker knows the shard of every sample it will read, in order (``upcoming_shards``). While it
+reads sample ``p`` it keeps the shards of samples ``p .. p + predownload - 1`` downloading in a small
+thread pool, earliest first, so downloads overlap with iteration. Every download goes through
+``ShardCache.ensure``, so a shard another worker or rank is already fetching is waited for, not
+fetched twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+
+from stream_plugin.cache.shard_cache import ShardCache
+from stream_plugin.errors import ConfigError
+from stream_plugin.format.index import ShardEntry
+
+
+class Prefetcher:
+    """Keeps the shards of the next ``predownload`` samples downloading; ``wait`` hands them over.
+
+    ``wait`` must be called from one thread (the worker's iteration loop). A download that fails in
+    the background raises from the ``wait`` of the first sample that needs that shard.
+    """
+
+    def __init__(
+        self,
+        cache: ShardCache,
+        entries: Sequence[ShardEntry],
+        upcoming_shards: np.ndarray,
+        predownload: int,
+        max_threads: int = 4,
+    ) -> None:
+        _check_arguments(entries, upcoming_shards, predownload, max_threads)
+        self._cache = cache
+        self._entries = entries
+        self._upcoming = upcoming_shards  # (samples,) shard id of each upcoming sample, in read order
+        self._predownload = predownload
+        self._executor = ThreadPoolExecutor(
+            max_workers=max_threads, thread_name_prefix="stream_plugin-prefetch"
+        )
+        self._futures: dict[int, Future[Path]] = {}
+        self._last_needed: dict[int, int] = {}  # shard id -> last scheduled position that needs it
+        self._position = 0
+        self._scheduled_until = 0  # positions [.., _scheduled_until) have their shard scheduled
+        self._closed = False
+
+    def __enter__(self) -> Prefetcher:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def wait(self, position: int) -> Path:
+        """Block until the shard of sample ``position`` is cached; return the cache's folder.
+
+        Also moves the prefetch window to ``position`` (backwards too, for a restart). Read the shard
+        under ``cache.reading(entry)``: that keeps it from eviction, and fetches it again if it was
+        evicted since.
+        """
+        if self._closed:
+            raise ConfigError(
+                "Prefetcher.wait: expected an open prefetcher, found it closed; create a new one"
+            )
+        if not 0 <= position < len(self._upcoming):
+            raise IndexError(
+                f"Prefetcher.wait: expected a position in [0, {len(self._upcoming)}), found {position}; pass the "
+                "index of the sample in this worker's upcoming_shards"
+            )
+        self._advance(position)
+        return self._futures[int(self._upcoming[position])].result()
+
+    def close(self) -> None:
+        """Cancel downloads not started yet and return at once; started ones finish in the background."""
+        self._closed = True
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _advance(self, position: int) -> None:
+        if position < self._position:  # moved backwards (a restart): schedule the window afresh
+            self._scheduled_until = position
+        self._position = position
+        end = min(len(self._upcoming), position + max(self._predownload, 1))
+        for index in range(max(position, self._scheduled_until), end):
+            shard = int(self._upcoming[index])
+            self._last_needed[shard] = index
+            if shard not in self._futures:  # submitted in order: the pool starts the earliest first
+                self._futures[shard] = self._executor.submit(self._cache.ensure, self._entries[shard])
+        self._scheduled_until = max(self._scheduled_until, end)
+        self._forget_before(position)
+
+    def _forget_before(self, position: int) -> None:
+        """Drop finished downloads no sample from ``position`` on needs: a later need re-checks the cache."""
+        passed = [s for s, last in self._last_needed.items() if last < position and self._futures[s].done()]
+        for shard in passed:
+            del self._futures[shard], self._last_needed[shard]
+
+
+def _check_arguments(
+    entries: Sequence[ShardEntry], upcoming_shards: np.ndarray, predownload: int, max_threads: int
+) -> None:
+    if predownload < 0:
+        raise ConfigError(
+            f"predownload: expected a number of samples >= 0, found {predownload}; use 0 to download on demand"
+        )
+    if max_threads < 1:
+        raise ConfigError(f"max_threads: expected >= 1, found {max_threads}")
+    if upcoming_shards.ndim != 1 or not np.issubdtype(upcoming_shards.dtype, np.integer):
+        raise ConfigError(
+            f"upcoming_shards: expected a 1-D integer array of shard ids, found shape {upcoming_shards.shape} "
+            f"dtype {upcoming_shards.dtype}"
+        )
+    if len(upcoming_shards) and not 0 <= int(upcoming_shards.min()) <= int(upcoming_shards.max()) < len(
+        entries
+    ):
+        raise ConfigError(
+            f"upcoming_shards: expected shard ids in [0, {len(entries)}), found values from "
+            f"{int(upcoming_shards.min())} to {int(upcoming_shards.max())}; pass ids of the entries given"
+        )

@@ -1,0 +1,122 @@
+"""Prefetcher: background downloads of a worker's upcoming shards, in order, within the window."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stream_plugin.cache import CacheConfig, ShardCache
+from stream_plugin.cache.prefetch import Prefetcher
+from stream_plugin.errors import ConfigError
+from stream_plugin.storage import RemoteNotFoundError
+
+
+def _setup(make_dataset, local: Path, store_factory, *store_args, shards: int = 6):
+    dataset = make_dataset(shards=shards, shard_bytes=500)
+    store = store_factory(dataset.remote, *store_args)
+    cache = ShardCache(CacheConfig(local=str(local), remote=str(dataset.remote)), store)
+    return dataset, store, cache
+
+
+def _names(ids: list[int]) -> set[str]:
+    return {f"shard.{i:05d}.mds" for i in ids}
+
+
+def test_every_position_gets_its_shard_and_each_shard_is_downloaded_once(
+    make_dataset, local: Path, counting_store
+) -> None:
+    dataset, store, cache = _setup(make_dataset, local, counting_store)
+    upcoming = np.array([3, 3, 0, 5, 0, 1, 1, 2, 4, 3])
+    with Prefetcher(cache, dataset.entries, upcoming, predownload=4) as prefetcher:
+        for position, shard in enumerate(upcoming):
+            folder = prefetcher.wait(position)
+            dataset.assert_intact(folder, [dataset.entries[shard]])
+    assert store.downloads == dict.fromkeys(_names(list(range(6))), 1)
+
+
+def test_downloads_stay_within_predownload_samples_ahead(make_dataset, local: Path, counting_store) -> None:
+    dataset, store, cache = _setup(make_dataset, local, counting_store)
+    with Prefetcher(cache, dataset.entries, np.arange(6), predownload=2) as prefetcher:
+        prefetcher.wait(0)
+        prefetcher.wait(1)  # schedules samples 1 and 2, nothing further
+        time.sleep(0.05)  # let the pool run whatever it was given
+        assert set(store.downloads) <= _names([0, 1, 2])
+
+
+def test_single_thread_downloads_shards_in_the_order_they_are_needed(
+    make_dataset, local: Path, counting_store
+) -> None:
+    dataset, store, cache = _setup(make_dataset, local, counting_store)
+    upcoming = np.array([4, 4, 1, 5, 0, 2, 3])
+    with Prefetcher(cache, dataset.entries, upcoming, predownload=7, max_threads=1) as prefetcher:
+        prefetcher.wait(0)  # schedules the whole window
+        prefetcher.wait(len(upcoming) - 1)
+    assert list(store.downloads) == [f"shard.{i:05d}.mds" for i in (4, 1, 5, 0, 2, 3)]
+
+
+def test_downloads_overlap_with_each_other_and_with_iteration(make_dataset, local: Path, slow_store) -> None:
+    delay = 0.2
+    dataset, store, cache = _setup(make_dataset, local, slow_store, delay, shards=8)
+    started = time.monotonic()
+    with Prefetcher(cache, dataset.entries, np.arange(8), predownload=8, max_threads=4) as prefetcher:
+        for position in range(8):
+            prefetcher.wait(position)
+            time.sleep(delay / 4)  # the training step
+    elapsed = time.monotonic() - started
+    serial = 8 * delay + 8 * delay / 4
+    assert elapsed < 0.6 * serial, f"took {elapsed:.2f}s, serial would take {serial:.2f}s"
+
+
+def test_background_error_is_raised_by_wait_of_the_sample_that_needs_it(
+    make_dataset, local: Path, counting_store
+) -> None:
+    dataset, store, cache = _setup(make_dataset, local, counting_store)
+    (dataset.remote / "shard.00002.mds").unlink()
+    with Prefetcher(cache, dataset.entries, np.arange(6), predownload=6) as prefetcher:
+        prefetcher.wait(0)
+        prefetcher.wait(1)
+        with pytest.raises(RemoteNotFoundError, match="shard.00002.mds"):
+            prefetcher.wait(2)
+        prefetcher.wait(3)
+
+
+def test_close_returns_promptly_and_cancels_pending_downloads(make_dataset, local: Path, slow_store) -> None:
+    dataset, store, cache = _setup(make_dataset, local, slow_store, 0.5)
+    prefetcher = Prefetcher(cache, dataset.entries, np.arange(6), predownload=6, max_threads=1)
+    prefetcher.wait(0)
+    started = time.monotonic()
+    prefetcher.close()
+    assert time.monotonic() - started < 0.2
+    time.sleep(0.6)  # the download in flight at close finishes; nothing after it starts
+    assert len(store.downloads) <= 2
+    with pytest.raises(ConfigError, match="closed"):
+        prefetcher.wait(1)
+
+
+def test_moving_backwards_schedules_the_window_again(make_dataset, local: Path, counting_store) -> None:
+    dataset, store, cache = _setup(make_dataset, local, counting_store)
+    with Prefetcher(cache, dataset.entries, np.arange(6), predownload=1) as prefetcher:
+        prefetcher.wait(4)
+        (local / "shard.00004.mds").unlink()
+        assert prefetcher.wait(1) == local
+        assert prefetcher.wait(4) == local
+    assert store.downloads["shard.00001.mds"] == 1
+
+
+@pytest.mark.parametrize(
+    ("upcoming", "predownload", "message"),
+    [
+        (np.array([0, 9]), 1, r"expected shard ids in \[0, 6\), found values from 0 to 9"),
+        (np.array([[0]]), 1, "expected a 1-D integer array"),
+        (np.array([0]), -1, "predownload: expected a number of samples >= 0"),
+    ],
+)
+def test_invalid_arguments_are_refused(
+    make_dataset, local: Path, counting_store, upcoming, predownload, message
+):
+    dataset, _, cache = _setup(make_dataset, local, counting_store)
+    with pytest.raises(ConfigError, match=message):
+        Prefetcher(cache, dataset.entries, upcoming, predownload=predownload)
