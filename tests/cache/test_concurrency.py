@@ -25,7 +25,7 @@ def _ensure_all(local: str, remote: str, seed: int, start: object) -> None:
     cache.close()
 
 
-def _run_all(local: Path, remote: Path, count: int = PROCESSES) -> None:
+def _run_all(local: Path, remote: Path | str, count: int = PROCESSES) -> None:
     start = SPAWN.Barrier(count)
     processes = [
         SPAWN.Process(target=_ensure_all, args=(str(local), str(remote), seed, start))
@@ -59,5 +59,18 @@ def test_a_second_run_on_the_same_folder_downloads_nothing(make_dataset, local: 
     dataset = make_dataset(shards=4)
     _run_all(local, dataset.remote, count=2)
     _run_all(local, dataset.remote, count=2)
+    assert node_stats(local).shards_downloaded == len(dataset.entries)
+    dataset.assert_intact(local)
+
+
+@pytest.mark.slow
+def test_processes_reading_from_s3_send_one_get_per_file_for_the_node(
+    make_dataset, upload_s3, s3_proxy, local: Path
+) -> None:
+    dataset = make_dataset(shards=6, compression="zstd")
+    url = upload_s3(dataset)
+    s3_proxy.reset_counts()
+    _run_all(local, url, count=4)
+    assert s3_proxy.requests["get"] == len(dataset.entries) + 1  # index.json, then each shard once
     assert node_stats(local).shards_downloaded == len(dataset.entries)
     dataset.assert_intact(local)

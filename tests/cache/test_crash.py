@@ -12,7 +12,7 @@ import pytest
 
 from stream_plugin.cache import CacheConfig, ShardCache, node_stats
 from stream_plugin.cache.locks import ControlFolder, is_locked_exclusively
-from stream_plugin.storage import LocalStore
+from stream_plugin.storage import LocalStore, open_store
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -63,7 +63,7 @@ def _kill_mid_download(local: Path, remote: Path, stall_key: str, cache_limit: i
     assert process.exitcode == -signal.SIGKILL
 
 
-def _run_in_new_process(local: Path, remote: Path, cache_limit: int | None = None) -> None:
+def _run_in_new_process(local: Path, remote: Path | str, cache_limit: int | None = None) -> None:
     process = SPAWN.Process(target=_read_all, args=(str(local), str(remote), cache_limit))
     process.start()
     process.join(60)
@@ -112,3 +112,48 @@ def test_reservation_of_a_killed_download_stops_counting(make_dataset, local: Pa
     _run_in_new_process(local, dataset.remote, cache_limit=largest)
     assert dataset.cached_bytes(local) <= largest
     assert not list(ControlFolder(local).reservations.iterdir())
+
+
+class SignallingStore:
+    """Wraps a store; sets ``started`` when the first shard download begins."""
+
+    def __init__(self, inner: object, started: object) -> None:
+        self.inner = inner
+        self.started = started
+
+    def download(self, key: str, dest: str | os.PathLike[str], *, timeout: float | None = None) -> int:
+        if key != "index.json":
+            self.started.set()  # type: ignore[attr-defined]
+        return self.inner.download(key, dest, timeout=timeout)  # type: ignore[attr-defined]
+
+
+def _download_from_s3(local: str, remote: str, started: object) -> None:
+    store = SignallingStore(open_store(remote), started)
+    cache = ShardCache(CacheConfig(local=local, remote=remote), store)  # type: ignore[arg-type]
+    for entry in cache.open_index():
+        cache.ensure(entry)
+
+
+@pytest.mark.slow
+def test_killed_mid_s3_download_then_a_new_process_reads_everything(
+    make_dataset, upload_s3, s3_proxy, local: Path
+) -> None:
+    dataset = make_dataset(shards=2, shard_bytes=64_000)
+    url = upload_s3(dataset)
+    s3_proxy.bandwidth = 16_000  # bytes/s: a shard takes about four seconds
+    started = SPAWN.Event()
+    process = SPAWN.Process(target=_download_from_s3, args=(str(local), url, started))
+    process.start()
+    try:
+        assert started.wait(60)
+        time.sleep(0.5)  # let part of the body arrive
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.join()
+    assert not (local / "shard.00000.mds").exists()
+    assert not is_locked_exclusively(ControlFolder(local).shard_lock("shard.00000.mds"))
+
+    s3_proxy.bandwidth = None
+    _run_in_new_process(local, url)
+    dataset.assert_intact(local)
+    assert not list(local.glob(".*tmp*"))

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.fault_proxy import FaultRule
 
 from stream_plugin.cache import CacheConfig, ShardCache
 from stream_plugin.cache.locks import ControlFolder, try_locked
@@ -280,3 +281,30 @@ def test_local_only_stream_refuses_a_store(make_dataset) -> None:
     dataset = make_dataset(shards=1)
     with pytest.raises(ConfigError, match="local-only"):
         _cache(dataset.remote, None, LocalStore(dataset.remote))
+
+
+def test_transient_s3_faults_are_retried_and_counted(make_dataset, upload_s3, s3_proxy, local: Path) -> None:
+    dataset = make_dataset(shards=3, compression="zstd")
+    url = upload_s3(dataset)
+    s3_proxy.set_rules(
+        FaultRule("http_503", path_contains="shard.00000", limit=1),
+        FaultRule("reset", path_contains="shard.00001", limit=1),
+        FaultRule("truncate", path_contains="shard.00002", limit=1),
+    )
+    cache = ShardCache(CacheConfig(local=str(local), remote=url, download_retry=2, validate_hash="sha1"))
+    for entry in cache.open_index():
+        cache.ensure(entry)
+    dataset.assert_intact(local)
+    assert sum(s3_proxy.injected.values()) == 3
+    assert cache.stats.snapshot().retries == 3
+    assert cache.stats.snapshot().shards_downloaded == 3
+
+
+def test_missing_s3_object_fails_fast_without_retries(make_dataset, upload_s3, s3_proxy, local: Path) -> None:
+    dataset = make_dataset(shards=1)
+    url = upload_s3(dataset)
+    cache = ShardCache(CacheConfig(local=str(local), remote=url + "-elsewhere"))
+    with pytest.raises(RemoteNotFoundError):
+        cache.fetch_index()
+    assert s3_proxy.requests["get"] == 1
+    assert cache.stats.snapshot().retries == 0
