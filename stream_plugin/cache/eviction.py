@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from stream_plugin.cache.locks import ControlFolder, is_locked_exclusively, locked, try_locked
-from stream_plugin.cache.stats import CacheStats
+from stream_plugin.cache.stats import StatsGroup
 from stream_plugin.errors import ConfigError
 from stream_plugin.format.index import FileInfo, ShardEntry
 
@@ -81,7 +81,7 @@ def check_cache_limit(
 class Evictor:
     """Keeps the known shards of one ``local`` folder within ``limit`` bytes, node-wide."""
 
-    def __init__(self, local: Path, control: ControlFolder, limit: int, stats: CacheStats) -> None:
+    def __init__(self, local: Path, control: ControlFolder, limit: int, stats: StatsGroup) -> None:
         self._local = local
         self._control = control
         self._limit = limit

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from stream_plugin.cache.eviction import Evictor, check_cache_limit, footprint
 from stream_plugin.cache.locks import ControlFolder, is_control, locked, touch
-from stream_plugin.cache.stats import CacheStats
+from stream_plugin.cache.stats import CacheStats, StatsGroup
 from stream_plugin.errors import ConfigError, ShardIntegrityError, UnsafePathError
 from stream_plugin.fileio import atomic_write_bytes, publish
 from stream_plugin.format.compression import decompress_file
@@ -125,14 +125,15 @@ class ShardCache:
         self._store = self._open_store(store)
         if self._remote is not None:
             self._claim_folder(self._remote)
-        default_folder = self._control.stats if self._remote is not None else None
-        self._stats = stats if stats is not None else CacheStats(default_folder)
+        self._stats, self._record = self._statistics(stats)
         self._policy = RetryPolicy.from_mosaic(config.download_retry, config.download_timeout)
         self._known: dict[str, ShardEntry] = {}
         self._known_mutex = threading.Lock()
+        self._index_name = INDEX_BASENAME
+        self._index_known = False  # set_shards was called: _known holds the whole stream
         limit = config.limit
         self._evictor = (
-            Evictor(self._local, self._control, limit, self._stats)
+            Evictor(self._local, self._control, limit, self._record)
             if limit is not None and self._remote is not None
             else None
         )
@@ -149,7 +150,7 @@ class ShardCache:
 
     def close(self) -> None:
         """Mirror the statistics to disk; the cache holds no other resource between calls."""
-        self._stats.flush()
+        self._record.flush()
 
     # -- index ------------------------------------------------------------------------------------
 
@@ -158,6 +159,7 @@ class ShardCache:
 
         A local copy is reused as is (as MosaicML does): point a changed remote at a fresh ``local``.
         """
+        self._index_name = index_name
         path = self._local / index_name
         if self._store is None or path.is_file():
             return path
@@ -180,15 +182,19 @@ class ShardCache:
         return entries
 
     def set_shards(self, entries: Sequence[ShardEntry]) -> None:
-        """Tell the cache every shard of the stream: usage and eviction consider exactly these."""
+        """Tell the cache every shard of the stream: usage and eviction consider exactly these.
+
+        Without this call, eviction reads the local index by itself the first time it needs it.
+        """
         for entry in entries:
             self._remember(entry)
+        self._index_known = True
 
     def check_working_set(self, readers: int, shards_per_reader: int = 2) -> None:
         """Raise ``ConfigError`` now if ``cache_limit`` cannot hold ``readers`` x ``shards_per_reader`` shards."""
         if self._evictor is None:
             return
-        sizes = [footprint(entry, keep_zip=self._config.keep_zip) for entry in self._known_shards()]
+        sizes = [footprint(entry, keep_zip=self._config.keep_zip) for entry in self._stream_shards()]
         check_cache_limit(self._config.limit, sizes, readers, shards_per_reader)
 
     # -- shards -----------------------------------------------------------------------------------
@@ -197,12 +203,12 @@ class ShardCache:
         """Block until the shard's raw files exist locally, verified; return the ``local`` folder."""
         self._remember(entry)
         if self._is_present(entry):
-            self._stats.record_hit()
+            self._record.record_hit()
             return self._local
         lock = self._control.shard_lock(entry.raw_data.basename)
         with locked(lock):
             if self._is_present(entry):  # another process placed it while we waited
-                self._stats.record_hit()
+                self._record.record_hit()
                 return self._local
             self._remove_temporaries(entry)
             if self._store is None:
@@ -238,7 +244,7 @@ class ShardCache:
         """Evict least-recently-used shards nobody reads until usage fits ``cache_limit``; bytes freed."""
         if self._evictor is None:
             return 0
-        return self._evictor.evict_to_limit(self._known_shards())
+        return self._evictor.evict_to_limit(self._stream_shards())
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -261,6 +267,18 @@ class ShardCache:
             assert self._config.remote is not None
             return open_store(self._config.remote)
         return store
+
+    def _statistics(self, stats: CacheStats | None) -> tuple[CacheStats, StatsGroup]:
+        """The caller's counters (or new ones), plus a mirror into this folder's node statistics.
+
+        The mirror is always there for a remote stream, so ``node_stats(local)`` counts every process
+        even when the caller shares one process-only ``CacheStats`` across streams.
+        """
+        node_folder = self._control.stats if self._remote is not None else None
+        counters = stats if stats is not None else CacheStats(node_folder)
+        if node_folder is None or counters.folder == node_folder:
+            return counters, StatsGroup(counters)
+        return counters, StatsGroup(counters, CacheStats(node_folder))
 
     def _claim_folder(self, remote: str) -> None:
         """Record which remote ``local`` caches; refuse a second one (their shard names collide)."""
@@ -291,7 +309,12 @@ class ShardCache:
         with self._known_mutex:
             self._known[name] = entry
 
-    def _known_shards(self) -> list[ShardEntry]:
+    def _stream_shards(self) -> list[ShardEntry]:
+        """Every shard of the stream, so usage counts shards other processes placed too."""
+        if not self._index_known:
+            index = self._local / self._index_name
+            if index.is_file():  # fetch_index put it there; a process that never opened it reads it now
+                self.set_shards(load_index(index))
         with self._known_mutex:
             return list(self._known.values())
 
@@ -302,7 +325,7 @@ class ShardCache:
         if self._evictor is None:
             return nullcontext()
         need = footprint(entry, keep_zip=self._config.keep_zip)
-        return self._evictor.room_for(entry, need, self._known_shards)
+        return self._evictor.room_for(entry, need, self._stream_shards)
 
     def _remove_temporaries(self, entry: ShardEntry) -> None:
         # We hold the shard lock, so any temporary of this shard belongs to a holder that died.
@@ -319,7 +342,7 @@ class ShardCache:
             lambda: store.download(key, dest, timeout=self._config.download_timeout),
             self._policy,
             describe=f"download of {key!r} from {self._remote}",
-            on_retry=lambda _attempt, _error: self._stats.record_retry(),
+            on_retry=lambda _attempt, _error: self._record.record_retry(),
         )
 
     def _download_shard(self, entry: ShardEntry) -> None:
@@ -338,13 +361,13 @@ class ShardCache:
                         f"mismatch on each of {attempts} download(s); last: {error}. The remote copy is corrupt "
                         "or index.json is stale: re-write or re-upload the shard"
                     ) from error
-                self._stats.record_retry()
+                self._record.record_retry()
                 continue
             except BaseException:
                 self._remove_temporaries(entry)
                 raise
             self._place(staged)
-            self._stats.record_download(staged.downloaded)
+            self._record.record_download(staged.downloaded)
             return
 
     def _stage_pair(self, entry: ShardEntry, raw: FileInfo, stored: FileInfo | None, staged: _Staged) -> None:

@@ -130,6 +130,38 @@ class CacheStats:
         self._last_flush = time.monotonic()
 
 
+class StatsGroup:
+    """Records each event into several ``CacheStats``: the caller's counters and the node mirror."""
+
+    def __init__(self, *members: CacheStats) -> None:
+        self._members = members
+
+    def record_download(self, nbytes: int) -> None:
+        """See ``CacheStats.record_download``."""
+        for member in self._members:
+            member.record_download(nbytes)
+
+    def record_retry(self) -> None:
+        """See ``CacheStats.record_retry``."""
+        for member in self._members:
+            member.record_retry()
+
+    def record_hit(self) -> None:
+        """See ``CacheStats.record_hit``."""
+        for member in self._members:
+            member.record_hit()
+
+    def record_eviction(self, nbytes: int) -> None:
+        """See ``CacheStats.record_eviction``."""
+        for member in self._members:
+            member.record_eviction(nbytes)
+
+    def flush(self) -> None:
+        """See ``CacheStats.flush``."""
+        for member in self._members:
+            member.flush()
+
+
 def _register(folder: Path, identity: str) -> IO[bytes]:
     """Lock this process's ``.alive`` file and fold the files of dead processes into ``retired.json``.
 

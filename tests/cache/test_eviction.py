@@ -192,3 +192,15 @@ def test_four_processes_under_a_limit_never_exceed_it(make_dataset, local: Path)
     assert [process.exitcode for process in processes] == [0] * readers
     assert node_stats(local).shards_evicted > 0
     assert dataset.cached_bytes(local) <= limit
+
+
+def test_cache_never_told_the_index_reads_it_to_count_shards_others_placed(make_dataset, local: Path) -> None:
+    dataset = make_dataset(shards=4, shard_bytes=1000)
+    filler = _cache(local, dataset.remote)  # fetches index.json and places every shard
+    for entry in dataset.entries:
+        filler.ensure(entry)
+    limit = 2 * _largest(dataset)
+    cache = ShardCache(CacheConfig(local=str(local), remote=str(dataset.remote), cache_limit=limit))
+    cache.ensure(dataset.entries[0])  # a hit: nothing to place, nothing evicted
+    cache.evict_to_limit()
+    assert dataset.cached_bytes(local) <= limit

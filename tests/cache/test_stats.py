@@ -8,7 +8,7 @@ import os
 import signal
 from pathlib import Path
 
-from stream_plugin.cache import CacheStats, StatsSnapshot, node_stats
+from stream_plugin.cache import CacheConfig, CacheStats, ShardCache, StatsSnapshot, node_stats
 from stream_plugin.cache.stats import stats_folder
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -107,3 +107,13 @@ def test_forked_child_counts_from_zero_in_its_own_file(tmp_path: Path) -> None:
 
 def test_node_stats_of_an_unused_folder_are_zero(tmp_path: Path) -> None:
     assert node_stats(tmp_path) == StatsSnapshot()
+
+
+def test_cache_mirrors_node_stats_even_when_given_process_only_stats(make_dataset, tmp_path: Path) -> None:
+    dataset = make_dataset(shards=2)
+    shared = CacheStats()  # one object for several streams, as a dataset may pass it
+    cache = ShardCache(CacheConfig(local=str(tmp_path / "local"), remote=str(dataset.remote)), stats=shared)
+    for entry in dataset.entries:
+        cache.ensure(entry)
+    assert shared.snapshot().shards_downloaded == 2
+    assert node_stats(tmp_path / "local").shards_downloaded == 2
