@@ -177,22 +177,23 @@ def _register(folder: Path, identity: str) -> IO[bytes]:
 
 
 def _retire_dead(folder: Path) -> None:
-    retired = _read_retired(folder)
-    totals, folded = retired
-    dead = [path for path in folder.glob("*.alive") if _is_dead(path)]
-    for alive in dead:
-        identity = alive.name.removesuffix(".alive")
+    dead = [path.name.removesuffix(".alive") for path in folder.glob("*.alive") if _is_dead(path)]
+    if not dead:
+        return
+    totals, folded = _read_retired(folder)
+    for identity in dead:
         if identity not in folded:
             totals = totals + _read_counts(folder / f"{identity}.json")
             folded.add(identity)
-    if dead:
-        # Record the fold before deleting, and remember folded ids until their files are gone, so a
-        # crash between the two steps never counts a process twice.
-        _write_retired(folder, totals, folded)
-        for alive in dead:
-            (folder / f"{alive.name.removesuffix('.alive')}.json").unlink(missing_ok=True)
-            alive.unlink(missing_ok=True)
-        _write_retired(folder, totals, {i for i in folded if (folder / f"{i}.alive").exists()})
+    # Record the fold before deleting, and keep the folded ids until their files are gone, so a crash
+    # between the two steps never counts a process twice (node_stats skips folded ids).
+    _write_retired(folder, totals, folded)
+    for identity in dead:
+        for leftover in folder.glob(f".{identity}.json.tmp-*"):  # a write cut short by the kill
+            leftover.unlink(missing_ok=True)
+        (folder / f"{identity}.json").unlink(missing_ok=True)
+        (folder / f"{identity}.alive").unlink(missing_ok=True)
+    _write_retired(folder, totals, {i for i in folded if (folder / f"{i}.alive").exists()})
 
 
 def _is_dead(alive: Path) -> bool:
