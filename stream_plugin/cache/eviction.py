@@ -198,10 +198,15 @@ class Evictor:
         path.write_text(str(need))
 
     def _too_small(self, name: str, need: int) -> ConfigError:
+        if need > self._limit:
+            found = f"the shard alone is larger than cache_limit={self._limit}"
+        else:
+            found = (
+                f"every other cached shard of {str(self._local)!r} is being read (cache_limit={self._limit})"
+            )
         return ConfigError(
-            f"cache_limit: expected room for shard {name!r} ({need} bytes) within cache_limit={self._limit}, "
-            f"found every cached shard busy (being read) in {str(self._local)!r}; raise cache_limit to at least "
-            f"minimum_cache_limit(shard sizes, readers) for the number of ranks x workers on this node"
+            f"cache_limit: expected room for shard {name!r} ({need} bytes), found {found}; raise cache_limit "
+            "to at least minimum_cache_limit(shard sizes, readers) for the ranks x workers on this node"
         )
 
 

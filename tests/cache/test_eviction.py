@@ -204,3 +204,11 @@ def test_cache_never_told_the_index_reads_it_to_count_shards_others_placed(make_
     cache.ensure(dataset.entries[0])  # a hit: nothing to place, nothing evicted
     cache.evict_to_limit()
     assert dataset.cached_bytes(local) <= limit
+
+
+def test_shard_larger_than_the_limit_is_refused_naming_the_limit(make_dataset, local: Path) -> None:
+    dataset = make_dataset(shards=1)
+    cache = _cache(local, dataset.remote, cache_limit=100)
+    with pytest.raises(ConfigError, match="the shard alone is larger than cache_limit=100"):
+        cache.ensure(dataset.entries[0])
+    assert not list(local.glob("shard*")) and not list(local.glob(".shard*"))
