@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -308,3 +309,14 @@ def test_missing_s3_object_fails_fast_without_retries(make_dataset, upload_s3, s
         cache.fetch_index()
     assert s3_proxy.requests["get"] == 1
     assert cache.stats.snapshot().retries == 0
+
+
+def test_threads_asking_for_one_shard_share_a_single_download(make_dataset, local: Path, slow_store) -> None:
+    dataset = make_dataset(shards=1)
+    store = slow_store(dataset.remote, 0.2)
+    cache = _cache(local, dataset.remote, store)
+    with ThreadPoolExecutor(4) as pool:
+        folders = list(pool.map(lambda _: cache.ensure(dataset.entries[0]), range(4)))
+    assert folders == [local] * 4
+    assert store.downloads == {"shard.00000.mds": 1}
+    assert cache.stats.snapshot().hits == 3
