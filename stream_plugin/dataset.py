@@ -434,11 +434,11 @@ class StreamingDataset(IterableDataset):
             self._active = IterationPlan(self._next_epoch, 0, self.global_batch_size, self._canonical_nodes())
         plan = self._plan_here()
         sample_ids = self.sample_ids_for(plan, self.topology())
-        try:
-            yield from read_samples(self, sample_ids)
-        finally:
-            if num_workers == 0:
-                self._end_iteration(plan)
+        yield from read_samples(self, sample_ids)
+        # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
+        # generator) keeps its position so that state_dict() still describes it.
+        if num_workers == 0:
+            self._end_iteration(plan)
 
     def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
         """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""
