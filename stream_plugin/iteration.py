@@ -23,21 +23,25 @@ def _overrides(dataset: StreamingDataset, name: str) -> bool:
 
 def read_samples(dataset: StreamingDataset, sample_ids: np.ndarray) -> Iterator[Any]:
     """Yield the samples ``sample_ids`` (global ids) in order, prefetching the shards they need."""
-    if _overrides(dataset, "__getitem__") or _overrides(dataset, "get_item"):
-        access = dataset._shard_access()
-        with access.prefetch(sample_ids, predownload=dataset.predownload) as prefetch:
-            for position, sample_id in enumerate(sample_ids.tolist()):
-                prefetch.advance(position)
-                yield dataset[sample_id]
-        return
     access = dataset._shard_access()
     shard_ids, offsets = dataset._table.locate(sample_ids)
-    with access.prefetch(sample_ids, predownload=dataset.predownload, shard_ids=shard_ids) as prefetch:
+    # Moving the prefetch window costs Python work per sample it covers, so move it in strides.
+    stride = max(1, (dataset.predownload or 512) // 8)
+    with access.prefetch(shard_ids, predownload=dataset.predownload) as prefetcher:
+        if _overrides(dataset, "__getitem__") or _overrides(dataset, "get_item"):
+            for position, sample_id in enumerate(sample_ids.tolist()):
+                if position % stride == 0:
+                    prefetcher.advance(position)
+                yield dataset[sample_id]
+            return
         current = -1
         read = None
+        next_advance = 0
         for position, (shard_id, offset) in enumerate(zip(shard_ids.tolist(), offsets.tolist())):
             if shard_id != current:
-                prefetch.advance(position)
+                if position >= next_advance:
+                    prefetcher.advance(position)
+                    next_advance = position + stride
                 read = access.reader(shard_id).read
                 current = shard_id
             yield read(offset)  # type: ignore[misc]

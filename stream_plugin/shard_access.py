@@ -7,24 +7,21 @@ Nothing here is pickled: DataLoader workers build their own from the dataset's p
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager, suppress
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from stream_plugin.cache import CacheConfig, CacheStats, ShardCache
+from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.reader import ShardReader, open_shard
 from stream_plugin.shard_table import ShardTable
 
 _MAX_OPEN_READERS = 16
 _DEFAULT_PREDOWNLOAD = 512
-_PREFETCH_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -95,68 +92,20 @@ class ShardAccess:
         return reader
 
     @contextmanager
-    def prefetch(
-        self, sample_ids: np.ndarray, *, predownload: int | None, shard_ids: np.ndarray | None = None
-    ) -> Iterator[ShardPrefetch]:
-        """Download, in background threads, the shards of the upcoming ``sample_ids`` in order."""
-        if shard_ids is None:
-            shard_ids, _ = self._table.locate(sample_ids)
-        prefetch = ShardPrefetch(self.prepare, shard_ids, window=predownload or _DEFAULT_PREDOWNLOAD)
+    def prefetch(self, shard_ids: np.ndarray, *, predownload: int | None) -> Iterator[Prefetcher]:
+        """Download, in background threads, the shards of the upcoming samples (``shard_ids``) in order."""
+        prefetcher = Prefetcher(
+            self.prepare,
+            len(self._entries),
+            shard_ids,
+            predownload=_DEFAULT_PREDOWNLOAD if predownload is None else predownload,
+        )
         try:
-            yield prefetch
+            yield prefetcher
         finally:
-            prefetch.close()
+            prefetcher.close()
 
     def close(self) -> None:
         while self._open:
             _, (_, stack) = self._open.popitem()
             stack.close()
-
-
-class ShardPrefetch:
-    """Keeps the shards of the next ``window`` samples downloading ahead of the reader.
-
-    A scheduler thread walks the shards in order of first use and hands each to a small pool once the
-    reader is within ``window`` samples of it. The reader reports progress with ``advance``; download
-    errors are left for the reader's own ``prepare`` call to raise, with its retries, in its thread.
-    """
-
-    def __init__(self, prepare: Callable[[int], object], shard_ids: np.ndarray, *, window: int) -> None:
-        firsts = np.unique(shard_ids, return_index=True)[1] if len(shard_ids) else np.empty(0, np.int64)
-        order = np.sort(firsts)
-        self._plan = list(zip(order.tolist(), shard_ids[order].tolist()))  # (first position, shard id)
-        self._prepare = prepare
-        self._window = window
-        self._position = 0
-        self._closed = False
-        self._changed = threading.Condition()
-        self._pool = ThreadPoolExecutor(_PREFETCH_THREADS, thread_name_prefix="stream-plugin-prefetch")
-        self._scheduler = threading.Thread(target=self._schedule, name="stream-plugin-prefetch", daemon=True)
-        self._scheduler.start()
-
-    def advance(self, position: int) -> None:
-        with self._changed:
-            self._position = position
-            self._changed.notify()
-
-    def _schedule(self) -> None:
-        for first_use, shard_id in self._plan:
-            with self._changed:
-                self._changed.wait_for(lambda due=first_use: self._closed or due - self._position <= self._window)
-                if self._closed:
-                    return
-            self._pool.submit(self._quietly, shard_id)
-
-    def _quietly(self, shard_id: int) -> None:
-        if self._closed:
-            return
-        # A failure here is not lost: the reader's own prepare() meets it again, with retries and context.
-        with suppress(Exception):
-            self._prepare(shard_id)
-
-    def close(self) -> None:
-        with self._changed:
-            self._closed = True
-            self._changed.notify_all()
-        self._scheduler.join()
-        self._pool.shutdown(wait=True, cancel_futures=True)

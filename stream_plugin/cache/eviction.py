@@ -137,8 +137,12 @@ class Evictor:
         for entry in self._least_recently_used(shards, skip):
             if freed >= excess:
                 break
-            with try_locked(self._control.shard_lock(entry.raw_data.basename)) as idle:
-                if idle:  # nobody reads or downloads it
+            name = entry.raw_data.basename
+            with (
+                try_locked(self._control.shard_lock(name)) as not_downloading,
+                try_locked(self._control.use_lock(name)) as not_read,
+            ):
+                if not_downloading and not_read:
                     freed += self._delete(entry)
         return freed
 

@@ -41,8 +41,19 @@ class ControlFolder:
         return self.local / CONTROL_DIRNAME
 
     def shard_lock(self, basename: str) -> Path:
-        """Lock of one shard, keyed by its raw data basename: exclusive to download, shared to read."""
+        """Download lock of one shard, keyed by its raw data basename: exclusive while it is fetched.
+
+        Its modification time is the shard's last-use clock for eviction.
+        """
         return self.root / "shards" / f"{_quoted(basename)}.lock"
+
+    def use_lock(self, basename: str) -> Path:
+        """In-use lock of one shard: shared while a reader has it open, exclusive to evict it.
+
+        It is separate from the download lock so that a download never waits behind readers (a
+        thread of the same process may hold the shard open for as long as it likes).
+        """
+        return self.root / "in-use" / f"{_quoted(basename)}.lock"
 
     def index_lock(self, index_name: str) -> Path:
         """Lock held by the one process that downloads ``index_name``."""

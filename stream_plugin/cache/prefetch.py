@@ -9,7 +9,7 @@ fetched twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -30,15 +30,16 @@ class Prefetcher:
 
     def __init__(
         self,
-        cache: ShardCache,
-        entries: Sequence[ShardEntry],
+        prepare: Callable[[int], Path],
+        num_shards: int,
         upcoming_shards: np.ndarray,
         predownload: int,
         max_threads: int = 4,
     ) -> None:
-        _check_arguments(entries, upcoming_shards, predownload, max_threads)
-        self._cache = cache
-        self._entries = entries
+        """``prepare(shard_id)`` makes one shard present (``ShardCache.ensure``, or a dataset's lookup
+        of the stream cache that owns a global shard id); ``num_shards`` bounds the ids."""
+        _check_arguments(num_shards, upcoming_shards, predownload, max_threads)
+        self._prepare = prepare
         self._upcoming = upcoming_shards  # (samples,) shard id of each upcoming sample, in read order
         self._predownload = predownload
         self._executor = ThreadPoolExecutor(
@@ -49,6 +50,24 @@ class Prefetcher:
         self._position = 0
         self._scheduled_until = 0  # positions [.., _scheduled_until) have their shard scheduled
         self._closed = False
+
+    @classmethod
+    def for_cache(
+        cls,
+        cache: ShardCache,
+        entries: Sequence[ShardEntry],
+        upcoming_shards: np.ndarray,
+        predownload: int,
+        max_threads: int = 4,
+    ) -> Prefetcher:
+        """A prefetcher over the shards ``entries`` of one stream's ``cache``."""
+        return cls(
+            lambda shard: cache.ensure(entries[shard]),
+            len(entries),
+            upcoming_shards,
+            predownload,
+            max_threads,
+        )
 
     def __enter__(self) -> Prefetcher:
         return self
@@ -77,6 +96,11 @@ class Prefetcher:
         self._advance(position)
         return self._futures[int(self._upcoming[position])].result()
 
+    def advance(self, position: int) -> None:
+        """Move the window to ``position`` without waiting: cheap enough to call every few samples."""
+        if not self._closed:
+            self._advance(position)
+
     def close(self) -> None:
         """Cancel downloads not started yet and return at once; started ones finish in the background."""
         self._closed = True
@@ -91,7 +115,7 @@ class Prefetcher:
             shard = int(self._upcoming[index])
             self._last_needed[shard] = index
             if shard not in self._futures:  # submitted in order: the pool starts the earliest first
-                self._futures[shard] = self._executor.submit(self._cache.ensure, self._entries[shard])
+                self._futures[shard] = self._executor.submit(self._prepare, shard)
         self._scheduled_until = max(self._scheduled_until, end)
         self._forget_before(position)
 
@@ -103,7 +127,7 @@ class Prefetcher:
 
 
 def _check_arguments(
-    entries: Sequence[ShardEntry], upcoming_shards: np.ndarray, predownload: int, max_threads: int
+    num_shards: int, upcoming_shards: np.ndarray, predownload: int, max_threads: int
 ) -> None:
     if predownload < 0:
         raise ConfigError(
@@ -116,10 +140,11 @@ def _check_arguments(
             f"upcoming_shards: expected a 1-D integer array of shard ids, found shape {upcoming_shards.shape} "
             f"dtype {upcoming_shards.dtype}"
         )
-    if len(upcoming_shards) and not 0 <= int(upcoming_shards.min()) <= int(upcoming_shards.max()) < len(
-        entries
+    if (
+        len(upcoming_shards)
+        and not 0 <= int(upcoming_shards.min()) <= int(upcoming_shards.max()) < num_shards
     ):
         raise ConfigError(
-            f"upcoming_shards: expected shard ids in [0, {len(entries)}), found values from "
+            f"upcoming_shards: expected shard ids in [0, {num_shards}), found values from "
             f"{int(upcoming_shards.min())} to {int(upcoming_shards.max())}; pass ids of the entries given"
         )

@@ -221,17 +221,17 @@ class ShardCache:
 
     @contextmanager
     def reading(self, entry: ShardEntry) -> Iterator[Path]:
-        """``ensure`` the shard and keep it from eviction (shared lock) while the ``with`` body reads it."""
+        """``ensure`` the shard and keep it from eviction (shared in-use lock) while the body reads it."""
         if self._store is None:
             yield self.ensure(entry)  # local-only: nothing ever removes these files
             return
-        lock = self._control.shard_lock(entry.raw_data.basename)
+        name = entry.raw_data.basename
         for _ in range(_READ_ATTEMPTS):
             folder = self.ensure(entry)
-            with locked(lock, shared=True):
+            with locked(self._control.use_lock(name), shared=True):
                 # Another process may have evicted it between ensure and the lock.
                 if self._is_present(entry):
-                    touch(lock)
+                    touch(self._control.shard_lock(name))
                     yield folder
                     return
         raise ConfigError(

@@ -30,7 +30,7 @@ def test_every_position_gets_its_shard_and_each_shard_is_downloaded_once(
 ) -> None:
     dataset, store, cache = _setup(make_dataset, local, counting_store)
     upcoming = np.array([3, 3, 0, 5, 0, 1, 1, 2, 4, 3])
-    with Prefetcher(cache, dataset.entries, upcoming, predownload=4) as prefetcher:
+    with Prefetcher.for_cache(cache, dataset.entries, upcoming, predownload=4) as prefetcher:
         for position, shard in enumerate(upcoming):
             folder = prefetcher.wait(position)
             dataset.assert_intact(folder, [dataset.entries[shard]])
@@ -39,7 +39,7 @@ def test_every_position_gets_its_shard_and_each_shard_is_downloaded_once(
 
 def test_downloads_stay_within_predownload_samples_ahead(make_dataset, local: Path, counting_store) -> None:
     dataset, store, cache = _setup(make_dataset, local, counting_store)
-    with Prefetcher(cache, dataset.entries, np.arange(6), predownload=2) as prefetcher:
+    with Prefetcher.for_cache(cache, dataset.entries, np.arange(6), predownload=2) as prefetcher:
         prefetcher.wait(0)
         prefetcher.wait(1)  # schedules samples 1 and 2, nothing further
         time.sleep(0.05)  # let the pool run whatever it was given
@@ -51,7 +51,7 @@ def test_single_thread_downloads_shards_in_the_order_they_are_needed(
 ) -> None:
     dataset, store, cache = _setup(make_dataset, local, counting_store)
     upcoming = np.array([4, 4, 1, 5, 0, 2, 3])
-    with Prefetcher(cache, dataset.entries, upcoming, predownload=7, max_threads=1) as prefetcher:
+    with Prefetcher.for_cache(cache, dataset.entries, upcoming, predownload=7, max_threads=1) as prefetcher:
         prefetcher.wait(0)  # schedules the whole window
         prefetcher.wait(len(upcoming) - 1)
     assert list(store.downloads) == [f"shard.{i:05d}.mds" for i in (4, 1, 5, 0, 2, 3)]
@@ -61,7 +61,9 @@ def test_downloads_overlap_with_each_other_and_with_iteration(make_dataset, loca
     delay = 0.2
     dataset, store, cache = _setup(make_dataset, local, slow_store, delay, shards=8)
     started = time.monotonic()
-    with Prefetcher(cache, dataset.entries, np.arange(8), predownload=8, max_threads=4) as prefetcher:
+    with Prefetcher.for_cache(
+        cache, dataset.entries, np.arange(8), predownload=8, max_threads=4
+    ) as prefetcher:
         for position in range(8):
             prefetcher.wait(position)
             time.sleep(delay / 4)  # the training step
@@ -75,7 +77,7 @@ def test_background_error_is_raised_by_wait_of_the_sample_that_needs_it(
 ) -> None:
     dataset, store, cache = _setup(make_dataset, local, counting_store)
     (dataset.remote / "shard.00002.mds").unlink()
-    with Prefetcher(cache, dataset.entries, np.arange(6), predownload=6) as prefetcher:
+    with Prefetcher.for_cache(cache, dataset.entries, np.arange(6), predownload=6) as prefetcher:
         prefetcher.wait(0)
         prefetcher.wait(1)
         with pytest.raises(RemoteNotFoundError, match="shard.00002.mds"):
@@ -85,7 +87,7 @@ def test_background_error_is_raised_by_wait_of_the_sample_that_needs_it(
 
 def test_close_returns_promptly_and_cancels_pending_downloads(make_dataset, local: Path, slow_store) -> None:
     dataset, store, cache = _setup(make_dataset, local, slow_store, 0.5)
-    prefetcher = Prefetcher(cache, dataset.entries, np.arange(6), predownload=6, max_threads=1)
+    prefetcher = Prefetcher.for_cache(cache, dataset.entries, np.arange(6), predownload=6, max_threads=1)
     prefetcher.wait(0)
     started = time.monotonic()
     prefetcher.close()
@@ -98,7 +100,7 @@ def test_close_returns_promptly_and_cancels_pending_downloads(make_dataset, loca
 
 def test_moving_backwards_schedules_the_window_again(make_dataset, local: Path, counting_store) -> None:
     dataset, store, cache = _setup(make_dataset, local, counting_store)
-    with Prefetcher(cache, dataset.entries, np.arange(6), predownload=1) as prefetcher:
+    with Prefetcher.for_cache(cache, dataset.entries, np.arange(6), predownload=1) as prefetcher:
         prefetcher.wait(4)
         (local / "shard.00004.mds").unlink()
         assert prefetcher.wait(1) == local
@@ -119,4 +121,4 @@ def test_invalid_arguments_are_refused(
 ):
     dataset, _, cache = _setup(make_dataset, local, counting_store)
     with pytest.raises(ConfigError, match=message):
-        Prefetcher(cache, dataset.entries, upcoming, predownload=predownload)
+        Prefetcher.for_cache(cache, dataset.entries, upcoming, predownload=predownload)

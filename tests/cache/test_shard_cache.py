@@ -242,7 +242,7 @@ def test_temporaries_of_a_dead_download_are_removed_by_the_next(make_dataset, lo
 def test_reading_holds_a_shared_lock_that_blocks_eviction(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=1)
     cache = _cache(local, dataset.remote)
-    lock = ControlFolder(local).shard_lock("shard.00000.mds")
+    lock = ControlFolder(local).use_lock("shard.00000.mds")
     with cache.reading(dataset.entries[0]) as folder:
         assert (folder / "shard.00000.mds").is_file()
         with try_locked(lock) as acquired:
@@ -320,3 +320,20 @@ def test_threads_asking_for_one_shard_share_a_single_download(make_dataset, loca
     assert folders == [local] * 4
     assert store.downloads == {"shard.00000.mds": 1}
     assert cache.stats.snapshot().hits == 3
+
+
+def test_a_download_never_waits_behind_a_reader_of_the_same_process(make_dataset, local: Path) -> None:
+    # A thread that starts waiting for a shard while another thread reads it must not block on the
+    # reader's lock: one lock file for both once deadlocked a prefetch pool against its own reader.
+    import threading
+
+    dataset = make_dataset(shards=1)
+    cache = _cache(local, dataset.remote)
+    download_lock = ControlFolder(local).shard_lock("shard.00000.mds")
+    with cache.reading(dataset.entries[0]):
+        with try_locked(download_lock) as acquired:
+            assert acquired  # reading holds no download lock
+        waiter = threading.Thread(target=cache.ensure, args=(dataset.entries[0],))
+        waiter.start()
+        waiter.join(timeout=10)
+        assert not waiter.is_alive()
