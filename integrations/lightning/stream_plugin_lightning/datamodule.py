@@ -1,0 +1,275 @@
+"""``StreamingDataModule``: streaming datasets for every stage, with the training position in checkpoints.
+
+Lightning saves ``datamodule.state_dict()`` in every checkpoint it writes (under the class's qualified
+name) and calls ``load_state_dict`` when ``fit(ckpt_path=...)`` restores one, after ``setup`` and before
+the optimizers are configured. That is the only path we rely on, so loader state survives
+``configure_optimizers`` calling ``trainer.estimated_stepping_batches`` (Lightning issue 20550, where the
+loop's own loader-state restore is skipped).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import lightning.pytorch as pl
+from lightning.pytorch.trainer.states import TrainerFn
+
+from stream_plugin import StreamingDataset
+from stream_plugin.errors import ConfigError, StateError
+from stream_plugin.world import detect_world
+from stream_plugin_lightning.batch_sizes import BatchSizes, check_positive, resolve_batch_sizes
+from stream_plugin_lightning.loaders import EvalLoader, TrainLoader
+from stream_plugin_lightning.progress import TrainPosition, batches_per_epoch, state_at, train_position
+from stream_plugin_lightning.specs import DatasetSpec, as_dataset_spec
+
+Split = Literal["train", "val", "test", "predict"]
+_SPLITS_FOR_STAGE: dict[str, tuple[Split, ...]] = {
+    "fit": ("train", "val"),
+    "validate": ("val",),
+    "test": ("test",),
+    "predict": ("predict",),
+}
+
+
+class StreamingDataModule(pl.LightningDataModule):
+    """Streaming datasets for train / val / test / predict with exact, elastic resumption of training.
+
+    Args:
+        train, val, test, predict: each split's data (a ``DatasetSpec`` or a dict of its fields); a split
+            left out has no loader.
+        batch_size: samples per loader batch on each device. May be left out when ``global_batch_size``
+            is given; it is then ``global_batch_size / data-parallel ranks``.
+        global_batch_size: samples per loader batch over all data-parallel ranks. When set, it is
+            checked against ``batch_size`` x ranks. Keep it fixed to resume on a different number of
+            processes.
+        eval_batch_size: per-device batch size for val / test / predict (default: the training one).
+        num_workers, pin_memory, persistent_workers, prefetch_factor, timeout, multiprocessing_context,
+            collate_fn: passed to every ``StreamingDataLoader``.
+    """
+
+    def __init__(
+        self,
+        train: DatasetSpec | Mapping[str, Any] | None = None,
+        val: DatasetSpec | Mapping[str, Any] | None = None,
+        test: DatasetSpec | Mapping[str, Any] | None = None,
+        predict: DatasetSpec | Mapping[str, Any] | None = None,
+        *,
+        batch_size: int | None = None,
+        global_batch_size: int | None = None,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
+        prefetch_factor: int | None = None,
+        timeout: float = 0,
+        multiprocessing_context: Literal["fork", "spawn", "forkserver"] | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("batch_size", batch_size),
+            ("global_batch_size", global_batch_size),
+            ("eval_batch_size", eval_batch_size),
+            ("prefetch_factor", prefetch_factor),
+        ):
+            check_positive(name, value)
+        if batch_size is None and global_batch_size is None:
+            raise ConfigError(
+                "StreamingDataModule: expected batch_size (per device) or global_batch_size, found neither; "
+                "pass global_batch_size to keep resumption exact on any number of processes"
+            )
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ConfigError(f"num_workers: expected an int >= 0, found {num_workers!r}")
+        if persistent_workers and num_workers == 0:
+            raise ConfigError(
+                "persistent_workers: expected num_workers > 0 with persistent_workers=True, found "
+                "num_workers=0; set num_workers or drop persistent_workers"
+            )
+        self.specs: dict[Split, DatasetSpec | None] = {
+            "train": as_dataset_spec("train", train),
+            "val": as_dataset_spec("val", val),
+            "test": as_dataset_spec("test", test),
+            "predict": as_dataset_spec("predict", predict),
+        }
+        self.batch_size = batch_size
+        self.global_batch_size = global_batch_size
+        self.eval_batch_size = eval_batch_size
+        self.loader_options: dict[str, Any] = {
+            "num_workers": num_workers,
+            "pin_memory": pin_memory,
+            "persistent_workers": persistent_workers,
+            "prefetch_factor": prefetch_factor,
+            "timeout": timeout,
+            "multiprocessing_context": multiprocessing_context,
+            "collate_fn": collate_fn,
+        }
+        self.datasets: dict[Split, StreamingDataset] = {}
+        self._batch_sizes: BatchSizes | None = None
+        # The restored training state, kept for explanations (and applied if setup comes later).
+        self._restored_train_state: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ building
+    def build_dataset(self, split: Split, spec: DatasetSpec, batch_size: int) -> StreamingDataset:
+        """Make one split's dataset; override to use a ``StreamingDataset`` subclass."""
+        return StreamingDataset(batch_size=batch_size, **spec.dataset_kwargs())
+
+    def setup(self, stage: str) -> None:
+        """Build the datasets ``stage`` needs, once; the world (DDP process group) exists by now."""
+        self._describe_nodes()
+        for split in _SPLITS_FOR_STAGE.get(stage, ()):
+            spec = self.specs[split]
+            if spec is None or split in self.datasets:
+                continue
+            self.datasets[split] = self.build_dataset(split, spec, self._device_batch_size(split))
+            if split == "train" and self._restored_train_state is not None:
+                self.datasets["train"].load_state_dict(self._restored_train_state)
+        if stage == "fit" and self.specs["train"] is None:
+            raise ConfigError(
+                "StreamingDataModule: expected train data for fit, found train=None; pass "
+                "train=DatasetSpec(streams=[StreamSpec(remote=..., local=...)])"
+            )
+
+    def _describe_nodes(self) -> None:
+        # Lightning's own launcher exports LOCAL_RANK but not LOCAL_WORLD_SIZE, which the dataset reads to
+        # know the node layout; the trainer knows it. Never overrides what a launcher set.
+        trainer = self._trainer_or_none()
+        if trainer is not None and "LOCAL_WORLD_SIZE" not in os.environ and trainer.num_nodes > 1:
+            os.environ["LOCAL_WORLD_SIZE"] = str(trainer.num_devices)
+
+    def _train_batch_sizes(self) -> BatchSizes:
+        if self._batch_sizes is None:
+            spec = self.specs["train"] or self._first_spec()
+            self._batch_sizes = resolve_batch_sizes(
+                self.batch_size, self.global_batch_size, detect_world().world_size, spec.replication or 1
+            )
+        return self._batch_sizes
+
+    def _first_spec(self) -> DatasetSpec:
+        for spec in self.specs.values():
+            if spec is not None:
+                return spec
+        return DatasetSpec()
+
+    def _device_batch_size(self, split: Split) -> int:
+        if split != "train" and self.eval_batch_size is not None:
+            return self.eval_batch_size
+        return self._train_batch_sizes().per_device
+
+    def _dataset(self, split: Split) -> StreamingDataset:
+        dataset = self.datasets.get(split)
+        if dataset is None:
+            configured = self.specs[split] is not None
+            raise ConfigError(
+                f"StreamingDataModule: expected a {split} dataset, found "
+                + (
+                    "none built yet; call setup() first (the Trainer does)"
+                    if configured
+                    else f"{split}=None; pass {split}=DatasetSpec(...)"
+                )
+            )
+        return dataset
+
+    # ------------------------------------------------------------------ loaders
+    def _loader_kwargs(self, split: Split) -> dict[str, Any]:
+        return {"batch_size": self._device_batch_size(split), **self.loader_options}
+
+    def train_dataloader(self) -> TrainLoader:
+        dataset = self._dataset("train")
+        return TrainLoader(
+            dataset,
+            state_now=self._train_state_from_trainer,
+            expected_after_first_batch=self._expected_after_first_batch,
+            on_mismatch=self._raise_position_mismatch,
+            **self._loader_kwargs("train"),
+        )
+
+    def _eval_loader(self, split: Split) -> EvalLoader | list[Any]:
+        if self.specs[split] is None:
+            return []  # Lightning skips a stage whose loader list is empty
+        return EvalLoader(self._dataset(split), **self._loader_kwargs(split))
+
+    def val_dataloader(self) -> EvalLoader | list[Any]:
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> EvalLoader | list[Any]:
+        return self._eval_loader("test")
+
+    def predict_dataloader(self) -> EvalLoader | list[Any]:
+        return self._eval_loader("predict")
+
+    # ------------------------------------------------------------------ state
+    def _trainer_or_none(self) -> pl.Trainer | None:
+        # LightningDataModule.trainer is None until a Trainer attaches the module.
+        return self.trainer
+
+    def _fitting_trainer(self) -> pl.Trainer | None:
+        trainer = self._trainer_or_none()
+        if trainer is None or trainer.state.fn != TrainerFn.FITTING:
+            return None
+        return trainer
+
+    def _train_state_from_trainer(self) -> dict[str, int | str] | None:
+        trainer = self._fitting_trainer()
+        dataset = self.datasets.get("train")
+        if trainer is None or dataset is None:
+            return None
+        return state_at(dataset, train_position(trainer), batches_per_epoch(dataset, trainer))
+
+    def _expected_after_first_batch(self) -> dict[str, int | str] | None:
+        trainer = self._fitting_trainer()
+        dataset = self.datasets.get("train")
+        if trainer is None or dataset is None or not trainer.training:
+            return None
+        position = train_position(trainer)
+        after_one = TrainPosition(epoch=position.epoch, batches=position.batches + 1)
+        return state_at(dataset, after_one, batches_per_epoch(dataset, trainer))
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"train": resume state}``: the position of training by Lightning's counters (rank-independent)."""
+        dataset = self.datasets.get("train")
+        if dataset is None:
+            return {"train": self._restored_train_state} if self._restored_train_state else {}
+        state = self._train_state_from_trainer()
+        return {"train": state if state is not None else dataset.state_dict(0)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continue training from a state written by ``state_dict`` (applied at the next train pass)."""
+        train_state = state_dict.get("train")
+        if train_state is None:
+            return
+        self._restored_train_state = dict(train_state)
+        dataset = self.datasets.get("train")
+        if dataset is not None:
+            dataset.load_state_dict(self._restored_train_state)
+
+    def _raise_position_mismatch(self, expected: Mapping[str, Any], found: Mapping[str, Any]) -> None:
+        trainer = self._fitting_trainer()
+        position = train_position(trainer) if trainer is not None else TrainPosition(0, 0)
+        global_batch = self._train_batch_sizes().global_size
+        if self._restored_train_state is None and (position.epoch, position.batches) != (0, 0):
+            cause = (
+                "the checkpoint holds no StreamingDataModule state (it was written by a run without this "
+                "DataModule, or with save_weights_only=True), so the data would restart at epoch 0. Resume "
+                "from a checkpoint written with StreamingDataModule, or start a new run"
+            )
+        elif found["epoch_batch_size"] != expected["epoch_batch_size"]:
+            cause = (
+                f"the checkpoint was written mid-epoch at global batch size {found['epoch_batch_size']} and "
+                f"this run's is {global_batch}; Lightning counts batches, so the rest of the epoch cannot line "
+                f"up. Resume with global_batch_size={found['epoch_batch_size']}, or from a checkpoint written "
+                "at an epoch boundary"
+            )
+        else:
+            cause = (
+                "the train loader was iterated outside the Trainer, or the data state was loaded into the "
+                "dataset by hand after the checkpoint was restored; let the Trainer drive the loader"
+            )
+        raise StateError(
+            f"StreamingDataModule: expected the train data to continue where Lightning's counters put "
+            f"training ({position.batches} batches of epoch {position.epoch} done, {global_batch} samples per "
+            f"global batch), so that after the next batch it is at epoch {expected['epoch']}, sample "
+            f"{expected['sample_in_epoch']}; found it at epoch {found['epoch']}, sample "
+            f"{found['sample_in_epoch']} (global batch {found['epoch_batch_size']}) after that batch; {cause}"
+        )

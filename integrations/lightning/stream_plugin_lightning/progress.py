@@ -1,0 +1,74 @@
+"""Where training is, by Lightning's own progress counters, and the data state that position implies.
+
+Lightning's counters, not the loader's, are the authority: the loader may have handed out a batch that
+training has not finished (a fetch ahead, a step interrupted by an exception or a manual save), and on
+restore Lightning replays exactly the batches its counters say are unfinished. So the data state we save
+is computed from the counters with Lightning's own restore rules, and it is the same on every rank.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import lightning.pytorch as pl
+
+from stream_plugin import StreamingDataset
+from stream_plugin.state import ResumeState
+
+
+@dataclass(frozen=True)
+class TrainPosition:
+    """``batches`` of Lightning epoch ``epoch`` are done: a resume continues with the batch after them."""
+
+    epoch: int
+    batches: int
+
+
+def train_position(trainer: pl.Trainer) -> TrainPosition:
+    """The position a checkpoint written now resumes at, by Lightning 2.6's restore rules.
+
+    - Epochs: ``epoch_progress.current`` counts ready, started, processed and completed epochs. An epoch
+      is in progress from ``started`` until ``completed``; outside that window the batch counters still
+      describe the previous epoch (they are reset only when the next epoch's batch loop starts), and the
+      position is the start of epoch ``completed``.
+    - Batches: a checkpoint written in ``on_train_batch_end`` has ``completed == processed - 1`` in the
+      totals; on restore Lightning counts that batch as done (``restarted_on_train_batch_end``). Any other
+      time, only ``completed`` batches count: a batch interrupted mid-step is trained again.
+    """
+    epochs = trainer.fit_loop.epoch_progress.current
+    if epochs.started == epochs.completed:
+        return TrainPosition(epoch=epochs.completed, batches=0)
+    batches = trainer.fit_loop.epoch_loop.batch_progress
+    total = batches.total
+    saved_at_batch_end = (
+        total.ready == total.started == total.processed and total.completed == total.processed - 1
+    )
+    done = batches.current.processed if saved_at_batch_end else batches.current.completed
+    return TrainPosition(epoch=epochs.completed, batches=done)
+
+
+def batches_per_epoch(dataset: StreamingDataset, trainer: pl.Trainer | None = None) -> int:
+    """Loader batches per Lightning epoch on each rank: the dataset's, cut by ``limit_train_batches``."""
+    full = math.ceil(dataset.epoch_size / dataset.global_batch_size)
+    limit = trainer.num_training_batches if trainer is not None else math.inf
+    return int(min(full, limit)) if limit != math.inf else full
+
+
+def state_at(dataset: StreamingDataset, position: TrainPosition, per_epoch: int) -> dict[str, int | str]:
+    """The dataset resume state for ``position``: its epoch and sample, the dataset's identity fields.
+
+    A finished epoch becomes the start of the next one, as Lightning's restore does.
+    """
+    # state_dict(0) supplies what does not depend on the position: seed, canonical nodes, fingerprint.
+    identity = ResumeState.from_dict(dataset.state_dict(0))
+    epoch, batches = position.epoch, position.batches
+    if batches >= per_epoch:
+        epoch, batches = epoch + 1, 0
+    state = replace(
+        identity,
+        epoch=epoch,
+        sample_in_epoch=batches * dataset.global_batch_size,
+        epoch_batch_size=dataset.global_batch_size,
+    )
+    return state.to_dict()

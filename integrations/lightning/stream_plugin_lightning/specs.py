@@ -1,0 +1,114 @@
+"""Typed, YAML-friendly descriptions of a split's data: what ``StreamingDataModule`` builds datasets from.
+
+``StreamSpec`` and ``DatasetSpec`` mirror the arguments of ``Stream`` and ``StreamingDataset`` (names,
+meanings and defaults), as plain dataclasses so that LightningCLI / jsonargparse can type-check a YAML
+file against them. The per-device ``batch_size`` is not here: the DataModule owns batch sizes, because
+they depend on the world size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from stream_plugin import Stream
+from stream_plugin.errors import ConfigError
+
+# The option sets of ``StreamingDataset`` (``stream_plugin.dataset``), spelled out so that a YAML typo is
+# rejected by the parser with the list of choices. A test keeps them equal to the core's tuples.
+ShuffleAlgo = Literal[
+    "none", "permute", "naive", "block", "py1b", "py1br", "py1e", "intra_shard", "py1s", "py2s"
+]
+BatchingMethod = Literal["random", "stratified", "per_stream", "device_per_stream"]
+SamplingMethod = Literal["balanced", "fixed"]
+
+
+@dataclass
+class StreamSpec:
+    """One data source: the arguments of ``stream_plugin.Stream``.
+
+    ``remote`` is where the shards live (``s3://...``, ``file:///...`` or a path); ``local`` is this
+    node's cache folder. ``proportion``, ``repeat`` and ``choose`` weight the stream in a mix.
+    """
+
+    remote: str | None = None
+    local: str | None = None
+    split: str | None = None
+    proportion: float | None = None
+    repeat: float | None = None
+    choose: int | None = None
+    download_retry: int | None = None
+    download_timeout: float | None = None
+    validate_hash: str | None = None
+    keep_zip: bool | None = None
+
+    def build(self) -> Stream:
+        return Stream(**{item.name: getattr(self, item.name) for item in fields(self)})
+
+
+@dataclass
+class DatasetSpec:
+    """One split's dataset: the arguments of ``stream_plugin.StreamingDataset`` except ``batch_size``.
+
+    Give either ``streams`` (a mix) or ``remote`` / ``local`` (a single source).
+    """
+
+    streams: list[StreamSpec] | None = None
+    remote: str | None = None
+    local: str | None = None
+    split: str | None = None
+    download_retry: int = 2
+    download_timeout: float = 60
+    validate_hash: str | None = None
+    keep_zip: bool = False
+    epoch_size: int | str | None = None
+    predownload: int | None = None
+    cache_limit: int | str | None = None
+    sampling_method: SamplingMethod = "balanced"
+    sampling_granularity: int = 1
+    partition_algo: str = "relaxed"
+    num_canonical_nodes: int | None = None
+    shuffle: bool = False
+    shuffle_algo: ShuffleAlgo = "py1e"
+    shuffle_seed: int = 9176
+    shuffle_block_size: int | None = None
+    batching_method: BatchingMethod = "random"
+    allow_unsafe_types: bool = False
+    replication: int | None = None
+
+    @property
+    def data_parallel_divisor(self) -> int:
+        """Ranks that share one slice of each global batch (``replication``, 1 when unset)."""
+        return self.replication or 1
+
+    def dataset_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``StreamingDataset`` (or a subclass), ``streams`` built, no batch size."""
+        kwargs: dict[str, Any] = {item.name: getattr(self, item.name) for item in fields(self)}
+        kwargs["streams"] = [spec.build() for spec in self.streams] if self.streams is not None else None
+        return kwargs
+
+
+def as_dataset_spec(name: str, value: DatasetSpec | Mapping[str, Any] | None) -> DatasetSpec | None:
+    """Accept a ``DatasetSpec``, a plain dict of its fields (streams as dicts too), or None."""
+    if value is None or isinstance(value, DatasetSpec):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"{name}: expected a DatasetSpec or a dict of StreamingDataset arguments, found "
+            f"{type(value).__name__}; pass DatasetSpec(streams=[StreamSpec(remote=..., local=...)])"
+        )
+    known = {item.name for item in fields(DatasetSpec)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ConfigError(
+            f"{name}: expected StreamingDataset arguments ({', '.join(sorted(known))}), found unknown "
+            f"{unknown}; batch_size and the DataLoader options belong to StreamingDataModule itself"
+        )
+    options = dict(value)
+    if options.get("streams") is not None:
+        options["streams"] = [
+            stream if isinstance(stream, StreamSpec) else StreamSpec(**stream)
+            for stream in options["streams"]
+        ]
+    return DatasetSpec(**options)
