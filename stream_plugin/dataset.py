@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import IterableDataset
 
+from stream_plugin.cache import StatsSnapshot, node_stats
 from stream_plugin.epochs import EpochPlanner, OrderSettings
 from stream_plugin.errors import ConfigError, StateError
 from stream_plugin.format.index import ShardEntry
@@ -25,7 +26,7 @@ from stream_plugin.order.mixing import samples_per_stream, validate_weights
 from stream_plugin.order.topology import Topology
 from stream_plugin.shard_access import ShardAccess
 from stream_plugin.shard_table import ShardTable, Spanner
-from stream_plugin.sources import open_streams
+from stream_plugin.sources import check_cache_limit, open_streams
 from stream_plugin.state import ResumeState
 from stream_plugin.state import fingerprint as make_fingerprint
 from stream_plugin.stream import DownloadSettings, Stream
@@ -35,6 +36,7 @@ from stream_plugin.world import World, detect_worker, detect_world
 SHUFFLE_ALGOS = ("none", "permute", "naive", "block", "py1b", "py1br", "py1e", "intra_shard", "py1s", "py2s")
 BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
 SAMPLING_METHODS = ("balanced", "fixed")
+_READERS_UNDER_LIMIT = 2  # open shards per process when cache_limit is set
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ class StreamingDataset(IterableDataset):
 
         self.world: World = detect_world()
         opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
+        self._opened = opened
+        self.check_cache_limit(num_workers=0)
         self._cache_specs = opened.cache_specs
         self._entries: list[ShardEntry] = opened.entries
         self._table = ShardTable.from_counts(opened.samples_per_shard_per_stream)
@@ -261,11 +265,37 @@ class StreamingDataset(IterableDataset):
         """Samples this device yields per epoch: ``ceil(epoch_size / global batch) * batch_size``."""
         return math.ceil(self.epoch_size / self.global_batch_size) * self._device_batch_size()
 
+    # ------------------------------------------------------------------ statistics
+    def node_stats(self) -> StatsSnapshot:
+        """Shards and bytes downloaded, retries, cache hits and evictions of every process on this
+        node, summed over the remote streams: egress cost is ``bytes_downloaded`` times the price."""
+        total = StatsSnapshot()
+        for spec in self._cache_specs:
+            if spec.remote is not None:
+                total = total + node_stats(spec.config.local)
+        return total
+
+    def process_stats(self) -> StatsSnapshot:
+        """The same counters for this process only."""
+        return self._access.stats.snapshot() if self._access is not None else StatsSnapshot()
+
     # ------------------------------------------------------------------ random access
+    def check_cache_limit(self, num_workers: int) -> None:
+        """Refuse a ``cache_limit`` too small for every reader on this node (ranks x workers)."""
+        readers = self.world.local_world_size * max(1, num_workers)
+        check_cache_limit(
+            self._opened, self.cache_limit, readers=readers, shards_per_reader=_READERS_UNDER_LIMIT + 1
+        )
+
     def _shard_access(self) -> ShardAccess:
         if self._access is None:
             self._access = ShardAccess(
-                self._cache_specs, self._entries, self._table, allow_unsafe_types=self.allow_unsafe_types
+                self._cache_specs,
+                self._entries,
+                self._table,
+                allow_unsafe_types=self.allow_unsafe_types,
+                # Open readers pin their shards against eviction; under a limit keep few of them.
+                max_open=_READERS_UNDER_LIMIT if self.cache_limit is not None else 16,
             )
         return self._access
 

@@ -33,6 +33,8 @@ class StreamingDataLoader(DataLoader):
                     "dataset's unset)"
                 )
         super().__init__(dataset, *args, batch_size=batch_size, **kwargs)
+        if isinstance(dataset, StreamingDataset):
+            dataset.check_cache_limit(self.num_workers)
         self._plan: IterationPlan | None = None
         self._batches_yielded = 0
         # Persistent workers advance one epoch per pass on their own; remember where they started.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from stream_plugin.cache import CacheConfig, CacheStats, ShardCache
+from stream_plugin.cache import CacheConfig, CacheStats, ShardCache, minimum_cache_limit
 from stream_plugin.errors import ConfigError
 from stream_plugin.format.index import ShardEntry, load_index
 from stream_plugin.shard_access import StreamCacheSpec
@@ -20,15 +20,37 @@ class OpenedStreams:
     entries: list[ShardEntry]  # every stream's shards, concatenated in stream order
     samples_per_shard_per_stream: list[list[int]]
     index_digests: list[str]  # sha256 of each index.json: the data part of the resume fingerprint
+    entries_per_stream: list[list[ShardEntry]]
+    stored_bytes_per_stream: list[int]  # what a fully cached stream occupies locally
+
+
+def _stored_bytes(entries: Sequence[ShardEntry]) -> int:
+    # While a shard is decompressed both files exist; afterwards only the raw one (unless keep_zip).
+    return sum(
+        raw.bytes + (zipped.bytes if zipped else 0) for entry in entries for raw, zipped in entry.file_pairs()
+    )
+
+
+def _limit_shares(
+    cache_limit: int | None, streams: Sequence[Stream], sizes: Sequence[int]
+) -> list[int | None]:
+    """Split ``cache_limit`` over the remote streams in proportion to their size.
+
+    Local-only streams are never cached or evicted, so they take no share.
+    """
+    if cache_limit is None:
+        return [None] * len(streams)
+    cached = [size if stream.remote is not None else 0 for stream, size in zip(streams, sizes)]
+    total = sum(cached) or 1
+    return [max(1, cache_limit * size // total) if size else None for size in cached]
 
 
 def open_streams(
     streams: Sequence[Stream], defaults: DownloadSettings, *, cache_limit: int | None
 ) -> OpenedStreams:
     """Fetch every stream's index (remote ones into their local folder) and validate it."""
-    specs: list[StreamCacheSpec] = []
-    entries: list[ShardEntry] = []
-    counts: list[list[int]] = []
+    configs: list[CacheConfig] = []
+    entries_per_stream: list[list[ShardEntry]] = []
     digests: list[str] = []
     locals_seen: dict[str, int] = {}
     for number, stream in enumerate(streams):
@@ -40,25 +62,61 @@ def open_streams(
                 f"both using {local!r}; give each stream its own local folder (or split)"
             )
         locals_seen[local] = number
-        spec = StreamCacheSpec(
-            config=CacheConfig(
-                local=stream.local,
-                remote=stream.remote,
-                cache_limit=cache_limit,
-                keep_zip=settings.keep_zip,
-                validate_hash=settings.validate_hash,
-                download_retry=settings.download_retry,
-                download_timeout=settings.download_timeout,
-            ),
+        config = CacheConfig(
+            local=stream.local,
             remote=stream.remote,
+            keep_zip=settings.keep_zip,
+            validate_hash=settings.validate_hash,
+            download_retry=settings.download_retry,
+            download_timeout=settings.download_timeout,
         )
-        index_path = spec.open(CacheStats()).fetch_index()
-        stream_entries = load_index(index_path)
-        specs.append(spec)
-        entries.extend(stream_entries)
-        counts.append([entry.samples for entry in stream_entries])
+        index_path = StreamCacheSpec(config=config, remote=stream.remote).open(CacheStats()).fetch_index()
+        entries_per_stream.append(load_index(index_path))
+        configs.append(config)
         digests.append(hashlib.sha256(Path(index_path).read_bytes()).hexdigest())
-    return OpenedStreams(specs, entries, counts, digests)
+    sizes = [_stored_bytes(entries) for entries in entries_per_stream]
+    shares = _limit_shares(cache_limit, streams, sizes)
+    specs = [
+        StreamCacheSpec(config=replace(config, cache_limit=share), remote=stream.remote)
+        for config, share, stream in zip(configs, shares, streams)
+    ]
+    return OpenedStreams(
+        cache_specs=specs,
+        entries=[entry for entries in entries_per_stream for entry in entries],
+        samples_per_shard_per_stream=[[entry.samples for entry in entries] for entries in entries_per_stream],
+        index_digests=digests,
+        entries_per_stream=entries_per_stream,
+        stored_bytes_per_stream=sizes,
+    )
+
+
+def check_cache_limit(
+    opened: OpenedStreams, cache_limit: int | None, *, readers: int, shards_per_reader: int
+) -> None:
+    """Refuse at start-up a ``cache_limit`` too small for ``readers`` on this node; name the smallest."""
+    if cache_limit is None:
+        return
+    cached_total = sum(
+        size
+        for spec, size in zip(opened.cache_specs, opened.stored_bytes_per_stream)
+        if spec.remote is not None
+    )
+    smallest = 0
+    for spec, entries, size in zip(
+        opened.cache_specs, opened.entries_per_stream, opened.stored_bytes_per_stream
+    ):
+        if spec.remote is None or not entries:
+            continue
+        footprints = [_stored_bytes([entry]) for entry in entries]
+        stream_minimum = minimum_cache_limit(footprints, readers, shards_per_reader)
+        # The stream gets limit * size / total, so the whole limit must be at least this:
+        smallest = max(smallest, -(-stream_minimum * cached_total // size))
+    if cache_limit < smallest:
+        raise ConfigError(
+            f"cache_limit: expected at least {smallest} bytes for {readers} readers on this node (ranks x "
+            f"DataLoader workers), each holding {shards_per_reader} shards, found {cache_limit}; raise cache_limit "
+            f"to {smallest} or more, use fewer workers, or pass cache_limit=None to keep every shard"
+        )
 
 
 __all__ = ["OpenedStreams", "ShardCache", "open_streams"]

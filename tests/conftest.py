@@ -6,3 +6,5 @@ from pathlib import Path
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+from support.s3_server import s3_bucket, s3_server  # noqa: E402, F401  (one moto server per session)

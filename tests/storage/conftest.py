@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.fault_proxy import FaultProxy
-from support.s3_server import S3Bucket, s3_bucket, s3_server  # noqa: F401  (re-exported fixtures)
+from support.s3_server import S3Bucket
 
 from stream_plugin.storage import S3Store
 

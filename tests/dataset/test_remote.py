@@ -1,0 +1,164 @@
+"""The dataset over a real S3 endpoint on loopback: faults, many readers, cache limits, statistics."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.datasets import write_ids
+from support.fault_proxy import FaultProxy, FaultRule
+from support.s3_server import S3Bucket
+
+from stream_plugin import ConfigError, StreamingDataLoader, StreamingDataset
+
+SAMPLES = 1000
+
+
+def assert_intact(sample: dict) -> None:
+    assert sample["data"] == bytes([sample["id"] % 251]) * 40
+
+
+@pytest.fixture
+def s3_dataset(s3_bucket: S3Bucket, remote_1k: Path) -> str:
+    s3_bucket.upload_folder(remote_1k, "data")
+    return s3_bucket.url("data")
+
+
+def test_reading_through_faults_gives_every_sample_intact_and_counts_retries(
+    s3_bucket: S3Bucket, s3_dataset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rules = [
+        FaultRule("http_503", kinds=frozenset({"get"}), path_contains="shard", every=5),
+        FaultRule("reset", kinds=frozenset({"get"}), path_contains="shard", every=7),
+        FaultRule("truncate", kinds=frozenset({"get"}), path_contains="shard", every=11),
+    ]
+    with FaultProxy((s3_bucket.server.host, s3_bucket.server.port), rules) as proxy:
+        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint_url)
+        dataset = StreamingDataset(
+            remote=s3_dataset, local=str(tmp_path / "cache"), batch_size=10, download_retry=4
+        )
+        samples = list(dataset)
+        assert sorted(sample["id"] for sample in samples) == list(range(SAMPLES))
+        for sample in samples:
+            assert_intact(sample)
+        injected = sum(proxy.injected.values())
+        assert injected > 0
+        assert dataset.node_stats().retries == injected
+        assert dataset.node_stats().shards_downloaded == len(dataset.shards)
+
+
+def test_a_missing_remote_fails_fast_naming_the_url(
+    s3_bucket: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_bucket.endpoint_url)
+    with pytest.raises(FileNotFoundError, match="index.json"):
+        StreamingDataset(remote=s3_bucket.url("nothing-here"), local=str(tmp_path / "cache"), batch_size=4)
+
+
+READER = """
+import json, sys
+from stream_plugin import StreamingDataLoader, StreamingDataset
+dataset = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=10, shuffle=True)
+ids = []
+for batch in StreamingDataLoader(dataset, batch_size=10, num_workers=2):
+    for sample_id, data in zip(batch["id"].tolist(), batch["data"]):
+        assert data == bytes([sample_id % 251]) * 40, sample_id
+        ids.append(sample_id)
+print(json.dumps(ids))
+"""
+
+
+def test_eight_readers_on_one_cold_cache_download_each_shard_once(
+    s3_bucket: S3Bucket, s3_dataset: str, tmp_path: Path
+) -> None:
+    # 4 ranks of one node x 2 DataLoader workers each = 8 reader processes sharing one cache folder.
+    cache = tmp_path / "cache"
+    env = {**os.environ, **s3_bucket.credentials, "S3_ENDPOINT_URL": s3_bucket.endpoint_url}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, s3_dataset, str(cache)],
+            env={
+                **env,
+                "RANK": str(rank),
+                "WORLD_SIZE": "4",
+                "LOCAL_RANK": str(rank),
+                "LOCAL_WORLD_SIZE": "4",
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(4)
+    ]
+    ids: list[int] = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=240)
+        assert process.returncode == 0, stderr
+        ids += json.loads(stdout.strip().splitlines()[-1])
+    assert sorted(ids) == list(range(SAMPLES))
+    monkeypatch_env = {**env}
+    os.environ.update({"S3_ENDPOINT_URL": monkeypatch_env["S3_ENDPOINT_URL"]})
+    try:
+        dataset = StreamingDataset(remote=s3_dataset, local=str(cache), batch_size=10)
+        stats = dataset.node_stats()
+    finally:
+        del os.environ["S3_ENDPOINT_URL"]
+    assert stats.shards_downloaded == len(dataset.shards)
+    assert stats.retries == 0
+
+
+def cache_usage(folder: Path) -> int:
+    total = 0
+    for path in folder.glob("shard.*"):
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:  # evicted by a worker between the listing and the stat
+            continue
+    return total
+
+
+def test_cache_limit_holds_while_reading_a_dataset_three_times_larger_twice(
+    s3_bucket: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ~50 shards of 1 KiB, so a third of the dataset holds the working set of 2 workers.
+    s3_bucket.upload_folder(write_ids(tmp_path / "small-shards", range(SAMPLES), size_limit=1024), "small")
+    s3_dataset = s3_bucket.url("small")
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_bucket.endpoint_url)
+    probe = StreamingDataset(remote=s3_dataset, local=str(tmp_path / "probe"), batch_size=10)
+    total = sum(entry.raw_data.bytes for entry in probe.shards)
+    limit = total // 3
+    cache = tmp_path / "cache"
+    dataset = StreamingDataset(
+        remote=s3_dataset, local=str(cache), batch_size=10, shuffle=True, cache_limit=limit
+    )
+    loader = StreamingDataLoader(dataset, batch_size=10, num_workers=2)
+    for _ in range(2):
+        ids = []
+        for batch in loader:
+            assert cache_usage(cache) <= limit
+            ids += batch["id"].tolist()
+            for sample_id, data in zip(batch["id"].tolist(), batch["data"]):
+                assert data == bytes([sample_id % 251]) * 40
+        assert sorted(ids) == list(range(SAMPLES))
+    assert dataset.node_stats().bytes_evicted > 0
+
+
+def test_a_cache_limit_too_small_for_the_readers_names_the_smallest_value(
+    s3_bucket: S3Bucket, s3_dataset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_bucket.endpoint_url)
+    with pytest.raises(ConfigError, match=r"cache_limit: expected at least \d+ bytes for 1 readers"):
+        StreamingDataset(remote=s3_dataset, local=str(tmp_path / "a"), batch_size=10, cache_limit=100)
+    dataset = StreamingDataset(remote=s3_dataset, local=str(tmp_path / "b"), batch_size=10, cache_limit="13kb")
+    with pytest.raises(ConfigError, match="for 4 readers on this node"):
+        StreamingDataLoader(dataset, batch_size=10, num_workers=4)
+
+
+def test_a_local_only_stream_is_never_evicted(remote_1k: Path, tmp_path: Path) -> None:
+    dataset = StreamingDataset(local=str(remote_1k), batch_size=10, cache_limit=1)
+    assert sorted(sample["id"] for sample in dataset) == list(range(SAMPLES))
+    assert len(list(remote_1k.glob("shard.*.mds"))) == len(dataset.shards)
