@@ -153,7 +153,9 @@ def test_a_cache_limit_too_small_for_the_readers_names_the_smallest_value(
     monkeypatch.setenv("S3_ENDPOINT_URL", s3_bucket.endpoint_url)
     with pytest.raises(ConfigError, match=r"cache_limit: expected at least \d+ bytes for 1 readers"):
         StreamingDataset(remote=s3_dataset, local=str(tmp_path / "a"), batch_size=10, cache_limit=100)
-    dataset = StreamingDataset(remote=s3_dataset, local=str(tmp_path / "b"), batch_size=10, cache_limit="13kb")
+    dataset = StreamingDataset(
+        remote=s3_dataset, local=str(tmp_path / "b"), batch_size=10, cache_limit="13kb"
+    )
     with pytest.raises(ConfigError, match="for 4 readers on this node"):
         StreamingDataLoader(dataset, batch_size=10, num_workers=4)
 
