@@ -254,7 +254,7 @@ class StreamingDataModule(pl.LightningDataModule):
                 "DataModule, or with save_weights_only=True), so the data would restart at epoch 0. Resume "
                 "from a checkpoint written with StreamingDataModule, or start a new run"
             )
-        elif found["epoch_batch_size"] != expected["epoch_batch_size"]:
+        elif found["epoch_batch_size"] != global_batch:
             cause = (
                 f"the checkpoint was written mid-epoch at global batch size {found['epoch_batch_size']} and "
                 f"this run's is {global_batch}; Lightning counts batches, so the rest of the epoch cannot line "

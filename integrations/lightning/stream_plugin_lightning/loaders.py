@@ -19,7 +19,7 @@ ExpectedState = Callable[[], dict[str, int | str] | None]
 # Called with (expected, found) when the data does not continue where training is.
 MismatchHandler = Callable[[dict[str, Any], dict[str, Any]], None]
 
-_POSITION_KEYS = ("epoch", "sample_in_epoch", "epoch_batch_size")
+_POSITION_KEYS = ("epoch", "sample_in_epoch")
 
 
 class TrainLoader(StreamingDataLoader):

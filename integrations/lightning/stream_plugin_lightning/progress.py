@@ -56,19 +56,19 @@ def batches_per_epoch(dataset: StreamingDataset, trainer: pl.Trainer | None = No
 
 
 def state_at(dataset: StreamingDataset, position: TrainPosition, per_epoch: int) -> dict[str, int | str]:
-    """The dataset resume state for ``position``: its epoch and sample, the dataset's identity fields.
+    """The dataset resume state for ``position``; a finished epoch becomes the start of the next one.
 
-    A finished epoch becomes the start of the next one, as Lightning's restore does.
+    The dataset's own answer is used when it agrees on the epoch and sample, since it knows the global
+    batch size the epoch's order was built with (it differs from today's after an epoch-boundary change).
+    Otherwise (the loader ran ahead into the next epoch, or has not started this one) the state is built
+    from the position and the dataset's identity fields.
     """
-    # state_dict(0) supplies what does not depend on the position: seed, canonical nodes, fingerprint.
-    identity = ResumeState.from_dict(dataset.state_dict(0))
+    global_batch = dataset.global_batch_size
     epoch, batches = position.epoch, position.batches
     if batches >= per_epoch:
         epoch, batches = epoch + 1, 0
-    state = replace(
-        identity,
-        epoch=epoch,
-        sample_in_epoch=batches * dataset.global_batch_size,
-        epoch_batch_size=dataset.global_batch_size,
-    )
-    return state.to_dict()
+    sample = batches * global_batch
+    own = ResumeState.from_dict(dataset.state_dict(sample))
+    if (own.epoch, own.sample_in_epoch) == (epoch, sample):
+        return own.to_dict()
+    return replace(own, epoch=epoch, sample_in_epoch=sample, epoch_batch_size=global_batch).to_dict()

@@ -1,19 +1,23 @@
 """The Lightning test rig: a tiny dataset, a model that records the sample ids it trains on, and ``run``.
 
-``run(RunConfig)`` trains in this process; ``python rig.py '<RunConfig as JSON>'`` trains in a fresh
-process (Lightning's DDP launcher re-runs that same command line for the other ranks). Every rank appends
-one JSON line per training step to ``<records>/<tag>-rank<r>.jsonl``; ``merged_steps`` rebuilds the global
-batch of every step from those files, later runs replacing the steps an earlier run trained before a
-resume went back over them.
+``run(RunConfig)`` trains in this process; ``python lightning_rig.py '<RunConfig as JSON>'`` trains in a
+fresh process (Lightning's DDP launcher re-runs that same command line for the other ranks). Every rank
+appends one JSON line per training step to ``<records>/<tag>-rank<r>.jsonl``; ``read_records`` rebuilds
+the global batch of every step from those files (rank 0's ids, then rank 1's), and ``merge_runs`` chains
+runs, each resumed run replacing the steps from its first one on.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,9 @@ from stream_plugin_lightning import DatasetSpec, PreemptionCheckpoint, Streaming
 STREAMS = {"alpha": range(0, 120), "beta": range(1000, 1080)}
 VAL_IDS = range(5000, 5036)
 GLOBAL_BATCH = 8
+STEPS_PER_EPOCH = 25  # epoch_size 200 / global batch 8
+WATCHDOG_SECONDS = 150
+PROGRESS_PREFIX = "rig-step "
 
 
 def write_dataset(root: Path) -> None:
@@ -79,6 +86,9 @@ class RunConfig:
     check_every_n_steps: int = 2
     step_delay: float = 0.0  # seconds per step, so a signal can land mid-epoch
     val: bool = True
+    print_progress: bool = False
+    signal_at_step: int | None = None  # this process sends itself a signal as that step starts
+    signal_number: int = signal.SIGTERM
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -103,11 +113,12 @@ class RecordingModel(pl.LightningModule):
         if self.config.manual_save_at_step == step:
             self.trainer.save_checkpoint(Path(self.config.checkpoints) / f"manual-step{step}.ckpt")
         if self.config.step_delay:
-            import time
-
             time.sleep(self.config.step_delay)
         ids = [int(sample_id) for sample_id in batch["id"]]
         self._append({"step": step, "epoch": self.current_epoch, "batch": batch_idx, "ids": ids})
+        if self.config.print_progress and self.global_rank == 0:
+            # A test waits on these lines to send a signal at a chosen point, without polling files.
+            print(f"{PROGRESS_PREFIX}{self.current_epoch} {batch_idx}", flush=True)
         prediction = self.layer(batch["x"]).squeeze(-1)
         return torch.nn.functional.mse_loss(prediction, batch["y"])
 
@@ -140,8 +151,24 @@ class _WriteMarker(Callback):
         Path(self.records, f"pid-rank{trainer.global_rank}").write_text(str(os.getpid()))
 
 
+class _SendSignal(Callback):
+    """Sends this process a real signal as a chosen step starts (the step must still finish)."""
+
+    def __init__(self, step: int, signum: int) -> None:
+        self.step = step
+        self.signum = signum
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signum)
+
+
 def build_callbacks(config: RunConfig) -> list[Callback]:
     callbacks: list[Callback] = [_WriteMarker(config.records)]
+    if config.signal_at_step is not None:
+        callbacks.append(_SendSignal(config.signal_at_step, config.signal_number))
     if config.every_step_checkpoints:
         callbacks += [
             ModelCheckpoint(
@@ -192,7 +219,7 @@ def build_trainer(config: RunConfig) -> pl.Trainer:
         max_epochs=config.max_epochs,
         callbacks=build_callbacks(config),
         logger=False,
-        enable_checkpointing=config.every_step_checkpoints,
+        enable_checkpointing=config.every_step_checkpoints or config.fail_at_step is not None,
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=2 if config.val else 0,
@@ -202,7 +229,14 @@ def build_trainer(config: RunConfig) -> pl.Trainer:
 
 def quiet() -> None:
     """Silence the warnings every run prints (few workers, read-only numpy arrays from zero-copy reads)."""
-    for pattern in (".*does not have many workers.*", ".*not writable.*", ".*sync_dist=True.*"):
+    for pattern in (
+        ".*does not have many workers.*",
+        ".*not writable.*",
+        ".*sync_dist=True.*",
+        ".*callbacks used to create the checkpoint.*",
+        ".*has `__len__` defined.*",
+        ".*LeafSpec.*",
+    ):
         warnings.filterwarnings("ignore", message=pattern)
 
 
@@ -235,11 +269,10 @@ def read_records(records: Path, tag: str) -> dict[int, dict[str, Any]]:
     return steps
 
 
-def merged_steps(records: Path, tags: list[str]) -> dict[int, dict[str, Any]]:
-    """The steps of a chain of runs: each later run replaces the steps it trained again."""
+def merge_runs(*runs: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The steps of a chain of runs: each later run replaces every step from its first one on."""
     merged: dict[int, dict[str, Any]] = {}
-    for tag in tags:
-        steps = read_records(records, tag)
+    for steps in runs:
         if steps:
             first = min(steps)
             merged = {step: entry for step, entry in merged.items() if step < first}
@@ -247,7 +280,89 @@ def merged_steps(records: Path, tags: list[str]) -> dict[int, dict[str, Any]]:
     return dict(sorted(merged.items()))
 
 
+def first_difference(found: dict[int, dict[str, Any]], expected: dict[int, dict[str, Any]]) -> str | None:
+    """None when both runs trained the same global batches at the same (epoch, batch), else the first gap."""
+    if sorted(found) != sorted(expected):
+        return (
+            f"expected steps {min(expected)}..{max(expected)} ({len(expected)}), found "
+            f"{min(found, default=None)}..{max(found, default=None)} ({len(found)})"
+        )
+    for step in expected:
+        if found[step] != expected[step]:
+            return f"step {step}: expected {expected[step]}, found {found[step]}"
+    return None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The uninterrupted run: its global batches by step, val passes, and checkpoint folder."""
+
+    config: RunConfig
+    steps: dict[int, dict[str, Any]]
+    val_passes: list[list[int]]
+    checkpoints: Path
+
+    def run_config(self, tmp_path: Path, tag: str, **changes: Any) -> RunConfig:
+        """A config for another run on the same data, writing into ``tmp_path``."""
+        plain: dict[str, Any] = {
+            "every_step_checkpoints": False,
+            "one_cycle": False,
+            "manual_save_at_step": None,
+        }
+        return replace(
+            self.config,
+            records=str(tmp_path / "records"),
+            checkpoints=str(tmp_path / "checkpoints"),
+            tag=tag,
+            **{**plain, **changes},
+        )
+
+    def checkpoint(self, name: str) -> str:
+        path = self.checkpoints / name
+        assert path.is_file(), (
+            f"the reference run wrote no {name}; it has {sorted(self.checkpoints.iterdir())}"
+        )
+        return str(path)
+
+
+def start_process(config: RunConfig) -> subprocess.Popen[str]:
+    """Train in a fresh process (its own session, so a test can end the whole group it started)."""
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), json.dumps(asdict(config))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for_progress(process: subprocess.Popen[str], epoch: int, batch: int) -> list[str]:
+    """Read the run's output until rank 0 reports (epoch, batch) or later; the lines read so far."""
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith(PROGRESS_PREFIX):
+            seen_epoch, seen_batch = (int(part) for part in line[len(PROGRESS_PREFIX) :].split())
+            if (seen_epoch, seen_batch) >= (epoch, batch):
+                return lines
+    raise AssertionError(f"the run ended before epoch {epoch}, batch {batch}:\n{''.join(lines)[-4000:]}")
+
+
+def finish_process(process: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
+    """Wait for the run (its output drained) and return (exit status, output); kill its group on timeout."""
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        raise AssertionError(f"the run did not finish in {timeout}s:\n{output[-4000:]}") from None
+    return process.returncode, output
+
+
 def main(argv: list[str]) -> int:
+    # A hang in a subprocess should leave stacks behind, not just a timeout.
+    faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)
     config = RunConfig(**json.loads(argv[1]))
     run(config)
     return 0

@@ -1,0 +1,90 @@
+"""Real DDP (gloo, CPU) in subprocesses: a real SIGTERM mid-epoch, and restarts on more and fewer processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from lightning_rig import (
+    STEPS_PER_EPOCH,
+    Reference,
+    finish_process,
+    first_difference,
+    merge_runs,
+    read_records,
+    run,
+    start_process,
+    wait_for_progress,
+)
+
+from stream_plugin_lightning import is_complete_checkpoint, latest_checkpoint
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.mark.parametrize("signalled_rank", [0, 1])
+def test_sigterm_mid_epoch_on_two_processes_resumes_exactly_on_one(
+    reference: Reference, tmp_path: Path, signalled_rank: int
+) -> None:
+    config = reference.run_config(
+        tmp_path,
+        "two",
+        devices=2,
+        preemption=True,
+        check_every_n_steps=3,
+        step_delay=0.03,
+        print_progress=True,
+    )
+    process = start_process(config)
+    wait_for_progress(process, epoch=1, batch=3)
+    pid = process.pid if signalled_rank == 0 else int((Path(config.records) / "pid-rank1").read_text())
+    os.kill(pid, signal.SIGTERM)
+    status, output = finish_process(process)
+
+    assert status == 143, output[-4000:]
+    checkpoints = Path(config.checkpoints)
+    assert sorted(path.name for path in checkpoints.iterdir()) == ["last.ckpt"]  # no temporary file left
+    assert is_complete_checkpoint(checkpoints / "last.ckpt")
+    state = torch.load(checkpoints / "last.ckpt", weights_only=True)["StreamingDataModule"]["train"]
+    assert state["epoch"] == 1 and 0 < state["sample_in_epoch"] < STEPS_PER_EPOCH * 8, state
+    interrupted = read_records(Path(config.records), "two")
+    # Every rank stopped at the step the checkpoint holds: nothing trained after it.
+    assert max(interrupted) + 1 == STEPS_PER_EPOCH + state["sample_in_epoch"] // 8
+
+    restarted = reference.run_config(
+        tmp_path, "one", preemption=True, ckpt_path=latest_checkpoint(checkpoints)
+    )
+    run(restarted)
+    resumed = read_records(Path(restarted.records), "one")
+    assert min(resumed) == max(interrupted) + 1
+    difference = first_difference(merge_runs(interrupted, resumed), reference.steps)
+    assert difference is None, difference
+
+
+def test_one_to_two_processes_with_workers_then_a_crash_then_back_to_one(
+    reference: Reference, tmp_path: Path
+) -> None:
+    # Resume #1: the reference's mid-epoch checkpoint (1 process) on 2 processes with 2 workers each; it
+    # crashes inside step 40, and Lightning's OnExceptionCheckpoint saves. Resume #2: 1 process from there.
+    two = reference.run_config(
+        tmp_path,
+        "two",
+        devices=2,
+        num_workers=2,
+        ckpt_path=reference.checkpoint("step=7.ckpt"),
+        fail_at_step=40,
+    )
+    status, output = finish_process(start_process(two))
+    assert status != 0 and "planned failure at step 40" in output, output[-4000:]
+    on_exception = Path(two.checkpoints) / "on_exception.ckpt"
+    assert is_complete_checkpoint(on_exception)
+
+    one = reference.run_config(tmp_path, "one", ckpt_path=str(on_exception))
+    run(one)
+    first, second = read_records(Path(two.records), "two"), read_records(Path(one.records), "one")
+    assert (min(first), max(first), min(second)) == (7, 39, 40)  # the interrupted step 40 runs again
+    difference = first_difference(merge_runs(reference.steps, first, second), reference.steps)
+    assert difference is None, difference

@@ -1,0 +1,92 @@
+"""PreemptionCheckpoint in one process, with real signals; and the checkpoint-file helpers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+from lightning_rig import Reference, first_difference, merge_runs, read_records, run
+
+from stream_plugin.errors import ConfigError
+from stream_plugin_lightning import Preempted, PreemptionCheckpoint, is_complete_checkpoint, latest_checkpoint
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_sigterm_finishes_the_step_saves_and_exits_143(reference: Reference, tmp_path: Path) -> None:
+    handler_before = signal.getsignal(signal.SIGTERM)
+    config = reference.run_config(tmp_path, "signalled", preemption=True, signal_at_step=30)
+    with pytest.raises(Preempted) as raised:
+        run(config)
+
+    assert raised.value.code == 143
+    assert raised.value.checkpoint == str(Path(config.checkpoints) / "last.ckpt")
+    assert signal.getsignal(signal.SIGTERM) == handler_before  # the Trainer's teardown restored it
+    trained = read_records(Path(config.records), "signalled")
+    assert max(trained) == 30  # the signalled step finished, no other started
+    state = torch.load(raised.value.checkpoint, weights_only=True)["StreamingDataModule"]["train"]
+    assert (state["epoch"], state["sample_in_epoch"]) == (1, 6 * 8)
+
+    restarted = reference.run_config(tmp_path, "restarted", ckpt_path=latest_checkpoint(config.checkpoints))
+    run(restarted)
+    resumed = read_records(Path(restarted.records), "restarted")
+    difference = first_difference(merge_runs(reference.steps, trained, resumed), reference.steps)
+    assert difference is None, difference
+
+
+def test_sigusr1_under_slurm_saves_and_requeues(
+    reference: Reference, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "scontrol-calls"
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    config = reference.run_config(
+        tmp_path, "slurm", preemption=True, signal_at_step=12, signal_number=signal.SIGUSR1
+    )
+    with pytest.raises(Preempted) as raised:
+        run(config)
+    assert (raised.value.code, raised.value.signum) == (143, signal.SIGUSR1)
+    assert calls.read_text().split() == ["requeue", "4242"]
+
+
+def test_default_signals_add_sigusr1_only_under_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert PreemptionCheckpoint().trapped_signals() == [signal.SIGTERM]
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    assert PreemptionCheckpoint().trapped_signals() == [signal.SIGTERM, signal.SIGUSR1]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"check_every_n_steps": 0}, "check_every_n_steps: expected a positive int, found 0"),
+        ({"exit_code": 0}, "exit_code: expected 1..255"),
+        ({"filename": "a/last.ckpt"}, "filename: expected a plain file name"),
+    ],
+)
+def test_bad_preemption_settings_are_rejected(arguments: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        PreemptionCheckpoint(**arguments)
+
+
+def test_latest_checkpoint_skips_truncated_and_temporary_files(reference: Reference, tmp_path: Path) -> None:
+    assert latest_checkpoint(tmp_path / "missing") is None
+    assert latest_checkpoint(tmp_path) is None  # a first run finds nothing and starts fresh
+    whole = Path(reference.checkpoint("step=7.ckpt")).read_bytes()
+    older, newer = tmp_path / "step=7.ckpt", tmp_path / "last.ckpt"
+    older.write_bytes(whole)
+    newer.write_bytes(whole[: len(whole) // 2])  # a write killed halfway
+    (tmp_path / ".last.ckpt.tmp-saving").write_bytes(whole)
+    os.utime(older, ns=(1_000_000_000, 1_000_000_000))
+    assert not is_complete_checkpoint(newer)
+    assert latest_checkpoint(tmp_path) == str(older)
+    newer.write_bytes(whole)
+    assert latest_checkpoint(tmp_path) == str(newer)
