@@ -1,0 +1,25 @@
+"""Composer integration for stream_plugin: a DataSpec builder and callbacks for exact, elastic resumption.
+
+- ``build_streaming_dataspec``: the llm-foundry ``train_loader`` builder (``name: stream_plugin``).
+- ``streaming_dataspec``: wrap a ``StreamingDataLoader`` you built yourself.
+- ``ExactDataResumption``: saves the data position from Composer's counters (``stream_plugin_resume``).
+- ``PreemptionCheckpoint``: SIGTERM -> finish the batch, checkpoint, exit 143 (``stream_plugin_preemption``).
+- ``run_is_complete`` / ``set_aside_unfinished_checkpoints``: make "rerun the same command" autoresume.
+"""
+
+from stream_plugin_composer.autoresume import run_is_complete, set_aside_unfinished_checkpoints
+from stream_plugin_composer.batches import num_samples_in_batch
+from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_dataspec
+from stream_plugin_composer.preemption import PreemptionCheckpoint, ignore_sigterm_in_worker
+from stream_plugin_composer.resumption import ExactDataResumption
+
+__all__ = [
+    "ExactDataResumption",
+    "PreemptionCheckpoint",
+    "build_streaming_dataspec",
+    "ignore_sigterm_in_worker",
+    "num_samples_in_batch",
+    "run_is_complete",
+    "set_aside_unfinished_checkpoints",
+    "streaming_dataspec",
+]

@@ -1,0 +1,57 @@
+"""Helpers that make "run the same command again" work for Composer's ``autoresume``.
+
+Two situations break a plain rerun in Composer 0.32.1:
+
+- A run that already reached ``max_duration`` raises ``ValueError`` from ``Trainer.fit``.
+  ``run_is_complete`` lets a script report it and exit 0 instead.
+- A process killed while writing a checkpoint leaves a file newer than the one the ``latest`` symlink
+  points to (Composer writes the file, then moves the symlink, and does not write atomically). On the
+  rerun ``CheckpointSaver`` refuses to start (``FileExistsError``: it "may conflict with a future
+  checkpoint"). ``set_aside_unfinished_checkpoints`` renames such files out of the way first.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from composer.core import State
+
+log = logging.getLogger(__name__)
+
+UNFINISHED_PREFIX = ".unfinished-"
+
+
+def run_is_complete(state: State) -> bool:
+    """True when the (possibly just autoresumed) timestamp has reached ``max_duration``."""
+    duration = state.max_duration
+    return duration is not None and state.timestamp.get(duration.unit) >= duration
+
+
+def set_aside_unfinished_checkpoints(
+    folder: str | Path, latest_filename: str = "latest-rank0.pt", suffix: str = ".pt"
+) -> list[Path]:
+    """Rename checkpoint files newer than ``latest``'s target to ``.unfinished-<name>``; return them.
+
+    Call it on global rank 0, before building the ``Trainer``, for a local ``save_folder`` with
+    monolithic (unsharded) checkpoints. Without a ``latest`` symlink no checkpoint was ever completed,
+    so every checkpoint file is set aside. Nothing is deleted: the hidden names only keep Composer's
+    conflict check from matching them.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    latest = root / latest_filename
+    target = latest.resolve() if latest.is_symlink() and latest.exists() else None
+    cutoff = target.stat().st_mtime_ns if target is not None else None
+    moved: list[Path] = []
+    for path in sorted(root.iterdir()):
+        if path.name.startswith(".") or path.is_symlink() or not path.is_file() or path.suffix != suffix:
+            continue
+        if path == target or (cutoff is not None and path.stat().st_mtime_ns <= cutoff):
+            continue
+        destination = path.with_name(UNFINISHED_PREFIX + path.name)
+        path.rename(destination)
+        log.warning("set aside %s: newer than the latest completed checkpoint (a save cut short)", path)
+        moved.append(destination)
+    return moved

@@ -1,0 +1,97 @@
+"""Composer ``DataSpec``s around our ``StreamingDataLoader``.
+
+Composer must see the ``StreamingDataLoader`` itself (not a plain ``DataLoader`` over the dataset): the
+loader tells the dataset where each epoch starts and ends, and its ``__len__`` (batches per epoch per
+rank) is what makes durations in epochs (``'2ep'``) work. The dataset implements Composer's state
+protocol (``state_dict(num_samples, from_beginning)`` / ``load_state_dict``); add
+``ExactDataResumption`` to the callbacks so that every save interval resumes exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from composer.core import DataSpec
+from composer.utils import dist
+
+from stream_plugin.dataset import StreamingDataset
+from stream_plugin.errors import ConfigError
+from stream_plugin.loader import StreamingDataLoader
+from stream_plugin_composer.batches import num_samples_in_batch
+from stream_plugin_composer.config import dataset_arguments, device_batch_size_of, resolve_callable
+from stream_plugin_composer.preemption import ignore_sigterm_in_worker
+
+
+def streaming_dataspec(
+    loader: StreamingDataLoader,
+    *,
+    get_num_samples_in_batch: Callable[[Any], int] | None = None,
+) -> DataSpec:
+    """Wrap ``loader`` for ``Trainer(train_dataloader=...)``, after checking it can resume exactly."""
+    if not isinstance(loader, StreamingDataLoader) or not isinstance(loader.dataset, StreamingDataset):
+        found = type(loader).__name__
+        if isinstance(loader, StreamingDataLoader):
+            found = f"StreamingDataLoader over {type(loader.dataset).__name__}"
+        raise ConfigError(
+            f"streaming_dataspec: expected a StreamingDataLoader over a StreamingDataset, found {found}; "
+            "wrap the dataset in StreamingDataLoader (a plain DataLoader hides epoch starts and ends from "
+            "the dataset, so its checkpoints could not resume exactly)"
+        )
+    dataset = loader.dataset
+    composer_world = dist.get_world_size()
+    if dataset.world.world_size != composer_world:
+        raise ConfigError(
+            f"streaming_dataspec: expected the dataset to see Composer's world size {composer_world}, found "
+            f"{dataset.world.world_size}; build the dataset inside the launched processes (composer -n N "
+            "sets RANK and WORLD_SIZE) or after torch.distributed is initialised"
+        )
+    return DataSpec(loader, get_num_samples_in_batch=get_num_samples_in_batch or num_samples_in_batch)
+
+
+def build_streaming_dataspec(
+    *,
+    device_batch_size: int | float,
+    dataset: Mapping[str, Any],
+    tokenizer: Any = None,
+    name: str | None = None,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+    prefetch_factor: int | None = None,
+    persistent_workers: bool = False,
+    timeout: float = 0,
+    drop_last: bool = False,
+    collate_fn: str | Callable[..., Any] | None = None,
+) -> DataSpec:
+    """The llm-foundry ``train_loader`` builder (registered as ``stream_plugin``).
+
+    llm-foundry calls it as ``fn(tokenizer=..., device_batch_size=..., **other train_loader keys)``.
+    ``dataset`` holds ``StreamingDataset`` arguments; ``streams`` may be a mapping of name to
+    ``Stream`` arguments. ``tokenizer`` is accepted and unused: samples are yielded as stored, so write
+    pre-tokenized shards. ``name`` (the registry key, passed by older llm-foundry versions) is ignored.
+    ``collate_fn`` may be a ``"package.module:function"`` string.
+    """
+    del tokenizer, name  # accepted for llm-foundry's calling convention
+    batch_size = device_batch_size_of(device_batch_size)
+    streaming = StreamingDataset(**dataset_arguments(dataset), batch_size=batch_size)
+    loader_options: dict[str, Any] = {}
+    if num_workers:
+        # Only valid with workers; DataLoader rejects them otherwise.
+        loader_options.update(
+            prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers,
+            # A preemption signal sent to the whole process group must not kill the workers mid-batch:
+            # the main process finishes the batch, checkpoints, and shuts them down itself.
+            worker_init_fn=ignore_sigterm_in_worker,
+        )
+    loader = StreamingDataLoader(
+        streaming,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        timeout=timeout,
+        drop_last=drop_last,
+        collate_fn=resolve_callable(collate_fn, name="train_loader.collate_fn"),
+        **loader_options,
+    )
+    return streaming_dataspec(loader)

@@ -1,0 +1,57 @@
+"""Train the tiny model with a real Composer ``Trainer`` inside the test process (one rank, CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from composer import Callback, Trainer
+from composer.optim import DecoupledSGDW
+from composer_harness import GLOBAL_BATCH
+from composer_recorder import SampleRecorder
+from tiny_model import build_model
+
+from stream_plugin_composer import ExactDataResumption, build_streaming_dataspec
+
+
+def train_in_process(
+    data: Path,
+    root: Path,
+    *,
+    max_duration: str,
+    save_interval: str | None = None,
+    load_path: str | None = None,
+    exact_resumption: bool = True,
+) -> list[list[int]]:
+    """Train (resuming from ``load_path`` if given) and return the recorder's ``[epoch, *ids]`` history.
+
+    ``root/cache`` is the dataset cache and ``root/checkpoints`` the save folder, so a resume that
+    passes the same ``root`` behaves like a rerun on the same machine.
+    """
+    recorder = SampleRecorder(out=str(root / "history.json"))
+    callbacks: list[Callback] = [recorder]
+    if exact_resumption:
+        callbacks.append(ExactDataResumption())
+    model = build_model()
+    trainer = Trainer(
+        model=model,
+        train_dataloader=build_streaming_dataspec(
+            device_batch_size=GLOBAL_BATCH,
+            dataset={"remote": str(data), "local": str(root / "cache"), "shuffle": True, "shuffle_seed": 7},
+        ),
+        optimizers=DecoupledSGDW(model.parameters(), lr=0.01),
+        max_duration=max_duration,
+        callbacks=callbacks,
+        device="cpu",
+        seed=17,
+        save_folder=str(root / "checkpoints") if save_interval else None,
+        save_interval=save_interval or "1ep",
+        save_num_checkpoints_to_keep=-1,
+        load_path=load_path,
+        progress_bar=False,
+        log_to_console=False,
+    )
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    return recorder.history
