@@ -11,18 +11,19 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from torch.utils.data import IterableDataset
 
 from stream_plugin.cache import StatsSnapshot, node_stats
+from stream_plugin.cursor import EpochCursor, IterationPlan
 from stream_plugin.epochs import EpochPlanner, OrderSettings
 from stream_plugin.errors import ConfigError, StateError
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.iteration import read_samples
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
+from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
 from stream_plugin.shard_access import ShardAccess
 from stream_plugin.shard_table import ShardTable, Spanner
@@ -37,16 +38,6 @@ SHUFFLE_ALGOS = ("none", "permute", "naive", "block", "py1b", "py1br", "py1e", "
 BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
 SAMPLING_METHODS = ("balanced", "fixed")
 _READERS_UNDER_LIMIT = 2  # open shards per process when cache_limit is set
-
-
-@dataclass(frozen=True)
-class IterationPlan:
-    """Where one pass over the data starts: epoch, global samples already consumed, and its batch size."""
-
-    epoch: int
-    start: int
-    epoch_batch_size: int
-    num_canonical_nodes: int
 
 
 def _choice(name: str, value: str, choices: Sequence[str]) -> str:
@@ -174,20 +165,15 @@ class StreamingDataset(IterableDataset):
                 "sampling_granularity": self.sampling_granularity,
             }
         )
-        # Position bookkeeping (main process); workers receive a copy when the loader starts them.
-        self._next_epoch = 0
-        self._pending: ResumeState | None = None
-        self._active: IterationPlan | None = None
-        self._loader_began = False
+        # Position bookkeeping; workers receive a copy when the loader starts them.
+        self._cursor = EpochCursor()
         # Process-local; rebuilt lazily after pickling.
         self._access: ShardAccess | None = None
-        self._iterations_here = 0
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_access"] = None
-        state["_iterations_here"] = 0
         return state
 
     # ------------------------------------------------------------------ shape and inspection
@@ -324,33 +310,15 @@ class StreamingDataset(IterableDataset):
 
     # ------------------------------------------------------------------ position and resumption
     def _begin_iteration(self) -> IterationPlan:
-        """Decide where the next pass starts (main process); consumes a loaded state once."""
-        batch_size = self.global_batch_size
-        if self._pending is not None:
-            state = self._pending
-            self._pending = None
-            self.num_canonical_nodes = state.num_canonical_nodes
-            plan = IterationPlan(
-                state.epoch, state.sample_in_epoch, state.epoch_batch_size, state.num_canonical_nodes
-            )
-        else:
-            epoch = self._active.epoch + 1 if self._active is not None else self._next_epoch
-            plan = IterationPlan(epoch, 0, batch_size, self._canonical_nodes())
-        self._active = plan
-        self._next_epoch = plan.epoch + 1
-        return plan
+        """Plan the next pass (main process); the loader calls this before starting workers."""
+        return self._cursor.begin(
+            global_batch_size=self.global_batch_size, num_canonical_nodes=self._canonical_nodes()
+        )
 
     def _end_iteration(self, plan: IterationPlan) -> None:
-        if self._active == plan:
-            self._active = None
-            self._next_epoch = plan.epoch + 1
+        self._cursor.end(plan)
 
-    def _epoch_samples(self, plan: IterationPlan) -> int:
-        """Global samples in the plan's epoch, padding included (what a full pass consumes)."""
-        order = self._order(plan)
-        return int(order.batches.size)
-
-    def _order(self, plan: IterationPlan) -> Any:
+    def _order(self, plan: IterationPlan) -> EpochOrder:
         return self._planner.order(
             plan.epoch,
             global_batch_size=plan.epoch_batch_size,
@@ -364,17 +332,16 @@ class StreamingDataset(IterableDataset):
         ``num_samples == 0`` between epochs means "the start of the next epoch": a finished epoch is
         never replayed (MosaicML Streaming 0.13 replays it after an epoch-boundary checkpoint).
         """
-        if self._active is not None:
-            plan = self._active
-            consumed = num_samples if from_beginning else plan.start + num_samples
-            if consumed >= self._epoch_samples(plan):
-                plan = IterationPlan(plan.epoch + 1, 0, self.global_batch_size, plan.num_canonical_nodes)
-                consumed = 0
-        elif self._pending is not None and num_samples == 0:
-            return self._pending.to_dict()
-        else:
-            plan = IterationPlan(self._next_epoch, 0, self.global_batch_size, self._canonical_nodes())
-            consumed = num_samples
+        found = self._cursor.position(
+            num_samples,
+            from_beginning,
+            epoch_samples=lambda plan: int(self._order(plan).batches.size),
+            global_batch_size=self.global_batch_size,
+            num_canonical_nodes=self._canonical_nodes(),
+        )
+        if isinstance(found, ResumeState):
+            return found.to_dict()
+        plan, consumed = found
         return ResumeState(
             epoch=plan.epoch,
             sample_in_epoch=consumed,
@@ -391,7 +358,7 @@ class StreamingDataset(IterableDataset):
         and continues at its epoch and sample count in this dataset's order.
         """
         if obj is None:
-            self._pending = None
+            self._cursor.load(None)
             return
         if not strict and "version" not in obj:
             obj = {
@@ -417,35 +384,14 @@ class StreamingDataset(IterableDataset):
                 f"num_canonical_nodes: expected {state.num_canonical_nodes} as in the checkpoint, found "
                 f"{self.num_canonical_nodes}; leave it unset (None) to take the checkpoint's value"
             )
-        self._pending = state
-        self._active = None
-        self._next_epoch = state.epoch
+        self.num_canonical_nodes = state.num_canonical_nodes
+        self._cursor.load(state)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass start at the beginning of ``epoch`` (for loops that drive epochs)."""
-        self._pending = None
-        self._active = None
-        self._next_epoch = int(epoch)
+        self._cursor.set_epoch(int(epoch))
 
     # ------------------------------------------------------------------ iteration
-    def _plan_here(self) -> IterationPlan:
-        """The plan for a pass in this process: the loader's, a worker's next epoch, or our own."""
-        worker_id, num_workers = detect_worker()
-        if num_workers == 0:
-            if self._loader_began and self._active is not None:
-                self._loader_began = False
-                return self._active
-            return self._begin_iteration()
-        # A worker: its first pass is the plan it was started with; persistent workers then advance.
-        assert self._active is not None, "a DataLoader worker started without a plan from the loader"
-        plan = self._active
-        if self._iterations_here:
-            plan = IterationPlan(
-                plan.epoch + self._iterations_here, 0, self.global_batch_size, plan.num_canonical_nodes
-            )
-        self._iterations_here += 1
-        return plan
-
     def topology(self) -> Topology:
         worker_id, num_workers = detect_worker()
         return Topology(
@@ -458,17 +404,20 @@ class StreamingDataset(IterableDataset):
         )
 
     def __iter__(self) -> Iterator[Any]:
-        worker_id, num_workers = detect_worker()
-        if num_workers and self._active is None:
-            # A plain DataLoader started this worker: the main process never planned, so plan here.
-            self._active = IterationPlan(self._next_epoch, 0, self.global_batch_size, self._canonical_nodes())
-        plan = self._plan_here()
-        sample_ids = self.sample_ids_for(plan, self.topology())
-        yield from read_samples(self, sample_ids)
+        _, num_workers = detect_worker()
+        arguments = {
+            "global_batch_size": self.global_batch_size,
+            "num_canonical_nodes": self._canonical_nodes(),
+        }
+        if num_workers:
+            plan = self._cursor.plan_in_worker(**arguments)
+        else:
+            plan = self._cursor.plan_in_main_process(**arguments)
+        yield from read_samples(self, self.sample_ids_for(plan, self.topology()))
         # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
         # generator) keeps its position so that state_dict() still describes it.
         if num_workers == 0:
-            self._end_iteration(plan)
+            self._cursor.end(plan)
 
     def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
         """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""

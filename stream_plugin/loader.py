@@ -11,7 +11,8 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from stream_plugin.dataset import IterationPlan, StreamingDataset
+from stream_plugin.cursor import IterationPlan
+from stream_plugin.dataset import StreamingDataset
 from stream_plugin.errors import ConfigError
 
 
@@ -71,7 +72,7 @@ class StreamingDataLoader(DataLoader):
             yield from super().__iter__()
             return
         plan = dataset._begin_iteration()
-        dataset._loader_began = self.num_workers == 0
+        dataset._cursor.loader_began = self.num_workers == 0
         if self.num_workers and self.persistent_workers:
             if not self._workers_would_follow(plan, dataset.global_batch_size):
                 self._restart_workers()

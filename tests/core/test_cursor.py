@@ -1,0 +1,103 @@
+import pickle
+
+from stream_plugin.cursor import EpochCursor, IterationPlan
+from stream_plugin.state import ResumeState
+
+G = 8
+EPOCH = 100  # samples in every epoch, for these tests
+
+
+def begin(cursor: EpochCursor) -> IterationPlan:
+    return cursor.begin(global_batch_size=G, num_canonical_nodes=2)
+
+
+def position(cursor: EpochCursor, num_samples: int) -> object:
+    return cursor.position(
+        num_samples, True, epoch_samples=lambda plan: EPOCH, global_batch_size=G, num_canonical_nodes=2
+    )
+
+
+def test_passes_run_to_their_end_advance_the_epoch() -> None:
+    cursor = EpochCursor()
+    first = begin(cursor)
+    cursor.end(first)
+    assert begin(cursor).epoch == first.epoch + 1 == 1
+
+
+def test_an_abandoned_pass_keeps_its_position_and_the_next_pass_is_the_next_epoch() -> None:
+    cursor = EpochCursor()
+    plan = begin(cursor)
+    assert position(cursor, 24) == (plan, 24)
+    assert begin(cursor).epoch == 1
+
+
+def test_zero_samples_between_epochs_is_the_next_epoch_not_a_replay() -> None:
+    cursor = EpochCursor()
+    cursor.end(begin(cursor))
+    plan, consumed = position(cursor, 0)  # type: ignore[misc]
+    assert (plan.epoch, consumed) == (1, 0)
+
+
+def test_a_pass_consumed_to_its_end_is_the_next_epoch() -> None:
+    cursor = EpochCursor()
+    begin(cursor)
+    plan, consumed = position(cursor, EPOCH)  # type: ignore[misc]
+    assert (plan.epoch, consumed) == (1, 0)
+
+
+def test_a_loaded_state_is_reported_until_a_pass_applies_it_once() -> None:
+    cursor = EpochCursor()
+    state = ResumeState(
+        epoch=3,
+        sample_in_epoch=16,
+        epoch_batch_size=G,
+        num_canonical_nodes=2,
+        shuffle_seed=1,
+        fingerprint="f",
+    )
+    cursor.load(state)
+    assert position(cursor, 0) == state
+    assert begin(cursor) == IterationPlan(3, 16, G, 2)
+    assert begin(cursor) == IterationPlan(4, 0, G, 2)
+
+
+def test_workers_start_with_the_loaders_plan_then_advance_one_epoch_per_pass() -> None:
+    cursor = EpochCursor()
+    cursor.load(
+        ResumeState(
+            epoch=2,
+            sample_in_epoch=40,
+            epoch_batch_size=G,
+            num_canonical_nodes=2,
+            shuffle_seed=1,
+            fingerprint="f",
+        )
+    )
+    begin(cursor)
+    worker = pickle.loads(pickle.dumps(cursor))
+    assert worker.plan_in_worker(global_batch_size=G, num_canonical_nodes=2) == IterationPlan(2, 40, G, 2)
+    assert worker.plan_in_worker(global_batch_size=G, num_canonical_nodes=2) == IterationPlan(3, 0, G, 2)
+
+
+def test_the_main_process_takes_the_loaders_plan_once() -> None:
+    cursor = EpochCursor()
+    plan = begin(cursor)
+    cursor.loader_began = True
+    assert cursor.plan_in_main_process(global_batch_size=G, num_canonical_nodes=2) == plan
+    assert cursor.plan_in_main_process(global_batch_size=G, num_canonical_nodes=2).epoch == 1
+
+
+def test_set_epoch_forgets_loaded_state() -> None:
+    cursor = EpochCursor()
+    cursor.load(
+        ResumeState(
+            epoch=5,
+            sample_in_epoch=8,
+            epoch_batch_size=G,
+            num_canonical_nodes=2,
+            shuffle_seed=1,
+            fingerprint="f",
+        )
+    )
+    cursor.set_epoch(2)
+    assert begin(cursor) == IterationPlan(2, 0, G, 2)
