@@ -23,7 +23,7 @@ class StreamingDataLoader(DataLoader):
     when the dataset left it unset; if both are set they must agree, since workers build whole batches.
     """
 
-    def __init__(self, dataset: Any, *args: Any, batch_size: int | None = 1, **kwargs: Any) -> None:
+    def __init__(self, dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> None:
         if isinstance(dataset, StreamingDataset):
             if dataset.batch_size is None:
                 dataset.batch_size = batch_size
@@ -33,7 +33,7 @@ class StreamingDataLoader(DataLoader):
                     f"per-device batch_size, found {batch_size}; pass the same value to both (or leave the "
                     "dataset's unset)"
                 )
-        super().__init__(dataset, *args, batch_size=batch_size, **kwargs)
+        super().__init__(dataset, batch_size=batch_size, **kwargs)
         if isinstance(dataset, StreamingDataset):
             dataset.check_cache_limit(self.num_workers)
         self._plan: IterationPlan | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import StreamWeight
@@ -65,17 +65,16 @@ class Stream:
             local = os.fspath(local) if local is not None else None
         self.split = split
         self.remote = _join(remote, split)
-        self.local = _join(local, split) if local is not None else default_local(str(remote), split)
+        joined_local = _join(local, split)
+        self.local: str = joined_local if joined_local is not None else default_local(str(remote), split)
         if self.remote is not None and os.path.abspath(self.remote) == os.path.abspath(self.local):
             # MosaicML treats remote == local as local-only data; so do we (it is then never evicted).
             self.remote = None
         self.weight = StreamWeight(proportion=proportion, repeat=repeat, choose=choose)
-        self._overrides = {
-            "download_retry": download_retry,
-            "download_timeout": download_timeout,
-            "validate_hash": validate_hash,
-            "keep_zip": keep_zip,
-        }
+        self._download_retry = download_retry
+        self._download_timeout = download_timeout
+        self._validate_hash = validate_hash
+        self._keep_zip = keep_zip
 
     @property
     def proportion(self) -> float | None:
@@ -91,8 +90,14 @@ class Stream:
 
     def download_settings(self, defaults: DownloadSettings) -> DownloadSettings:
         """This stream's settings: its own where given, else the dataset's ``defaults``."""
-        given = {name: value for name, value in self._overrides.items() if value is not None}
-        return replace(defaults, **given)
+        return DownloadSettings(
+            download_retry=defaults.download_retry if self._download_retry is None else self._download_retry,
+            download_timeout=defaults.download_timeout
+            if self._download_timeout is None
+            else self._download_timeout,
+            validate_hash=defaults.validate_hash if self._validate_hash is None else self._validate_hash,
+            keep_zip=defaults.keep_zip if self._keep_zip is None else self._keep_zip,
+        )
 
     def __repr__(self) -> str:
         return f"Stream(remote={self.remote!r}, local={self.local!r}, weight={self.weight})"

@@ -11,9 +11,10 @@ import gzip
 import io
 import os
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import zstandard
 
@@ -110,9 +111,16 @@ def _bz2_stream(source: IO[bytes], sink: IO[bytes]) -> int:
     return _copy_from(bz2.BZ2File(source, mode="rb"), sink)
 
 
-def _copy_from(reader: IO[bytes], sink: IO[bytes]) -> int:
+class _Readable(Protocol):
+    """What ``_copy_from`` needs: ``read(n)`` and ``close()`` (GzipFile, BZ2File, ...)."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+    def close(self) -> None: ...
+
+
+def _copy_from(reader: _Readable, sink: IO[bytes]) -> int:
     written = 0
-    with reader:
+    with closing(reader):
         while chunk := reader.read(_CHUNK):
             written += sink.write(chunk)
     return written
