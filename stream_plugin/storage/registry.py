@@ -117,7 +117,7 @@ def factory_for(scheme: str) -> StoreFactory:
             f"Expected entry point {scheme} = {entry.value!r} to name a callable factory(url, **options), "
             f"found {type(factory).__name__}; fix the plugin's pyproject.toml."
         )
-    return factory  # type: ignore[no-any-return]
+    return factory
 
 
 def open_store(url: str | os.PathLike[str], **options: Any) -> ObjectStore:
