@@ -151,7 +151,7 @@ class _WriteMarker(Callback):
         Path(self.records, f"pid-rank{trainer.global_rank}").write_text(str(os.getpid()))
 
 
-class _SendSignal(Callback):
+class SendSignal(Callback):
     """Sends this process a real signal as a chosen step starts (the step must still finish)."""
 
     def __init__(self, step: int, signum: int) -> None:
@@ -168,7 +168,7 @@ class _SendSignal(Callback):
 def build_callbacks(config: RunConfig) -> list[Callback]:
     callbacks: list[Callback] = [_WriteMarker(config.records)]
     if config.signal_at_step is not None:
-        callbacks.append(_SendSignal(config.signal_at_step, config.signal_number))
+        callbacks.append(SendSignal(config.signal_at_step, config.signal_number))
     if config.every_step_checkpoints:
         callbacks += [
             ModelCheckpoint(

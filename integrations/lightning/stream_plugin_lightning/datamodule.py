@@ -37,8 +37,9 @@ class StreamingDataModule(pl.LightningDataModule):
     """Streaming datasets for train / val / test / predict with exact, elastic resumption of training.
 
     Args:
-        train, val, test, predict: each split's data (a ``DatasetSpec`` or a dict of its fields); a split
-            left out has no loader.
+        train, val, test, predict: each split's data; a split left out has no loader. (A plain dict of
+            ``DatasetSpec`` fields is accepted too; the annotation stays ``DatasetSpec`` so that LightningCLI
+            checks a YAML file against the fields and their choices.)
         batch_size: samples per loader batch on each device. May be left out when ``global_batch_size``
             is given; it is then ``global_batch_size / data-parallel ranks``.
         global_batch_size: samples per loader batch over all data-parallel ranks. When set, it is
@@ -51,10 +52,10 @@ class StreamingDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
-        train: DatasetSpec | Mapping[str, Any] | None = None,
-        val: DatasetSpec | Mapping[str, Any] | None = None,
-        test: DatasetSpec | Mapping[str, Any] | None = None,
-        predict: DatasetSpec | Mapping[str, Any] | None = None,
+        train: DatasetSpec | None = None,
+        val: DatasetSpec | None = None,
+        test: DatasetSpec | None = None,
+        predict: DatasetSpec | None = None,
         *,
         batch_size: int | None = None,
         global_batch_size: int | None = None,
