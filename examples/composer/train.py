@@ -124,7 +124,8 @@ def train(config: Mapping[str, Any]) -> int:
             timestamp = trainer.state.timestamp
             print(
                 f"run {trainer.state.run_name!r} is already complete (epoch {int(timestamp.epoch)}, batch "
-                f"{int(timestamp.batch)}; max_duration {config['max_duration']}): nothing to do"
+                f"{int(timestamp.batch)}; max_duration {config['max_duration']}): nothing to do",
+                flush=True,  # before any forked helper process could inherit (and re-flush) the buffer
             )
             return 0
         trainer.fit()

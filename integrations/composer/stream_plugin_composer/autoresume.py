@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from composer.core import State
+from composer.core import State, TimeUnit
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +23,20 @@ UNFINISHED_PREFIX = ".unfinished-"
 
 
 def run_is_complete(state: State) -> bool:
-    """True when the (possibly just autoresumed) timestamp has reached ``max_duration``."""
+    """True when the (possibly just autoresumed) timestamp has reached ``max_duration``.
+
+    A checkpoint written at the last batch's ``BATCH_CHECKPOINT`` (a batch or sample save interval that
+    lands on the end) still says ``epoch = max - 1`` with every batch of that epoch done: Composer
+    counts it as one epoch short, although no batch is left. That run is complete too.
+    """
     duration = state.max_duration
-    return duration is not None and state.timestamp.get(duration.unit) >= duration
+    if duration is None:
+        return False
+    timestamp = state.timestamp
+    if timestamp.get(duration.unit) >= duration:
+        return True
+    epoch_done = state.dataloader_len is not None and timestamp.batch_in_epoch >= state.dataloader_len
+    return duration.unit == TimeUnit.EPOCH and epoch_done and int(timestamp.epoch) + 1 >= duration.value
 
 
 def set_aside_unfinished_checkpoints(
