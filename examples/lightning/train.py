@@ -34,7 +34,7 @@ class ResumingCLI(LightningCLI):
     def _checkpoint_folder(self) -> Path:
         for callback in self.trainer.callbacks:  # type: ignore[attr-defined]
             if isinstance(callback, PreemptionCheckpoint):
-                return callback.checkpoint_path(self.trainer).parent
+                return Path(callback.checkpoint_path(self.trainer)).parent
         return Path(self.trainer.default_root_dir) / "checkpoints"
 
 

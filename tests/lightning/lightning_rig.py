@@ -89,7 +89,8 @@ class RunConfig:
     print_progress: bool = False
     signal_at_step: int | None = None  # this process sends itself a signal as that step starts
     signal_number: int = signal.SIGTERM
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # more StreamingDataModule arguments
+    trainer_extra: dict[str, Any] = field(default_factory=dict)  # more Trainer arguments
 
 
 class RecordingModel(pl.LightningModule):
@@ -152,11 +153,16 @@ class _WriteMarker(Callback):
 
 
 class SendSignal(Callback):
-    """Sends this process a real signal as a chosen step starts (the step must still finish)."""
+    """Sends this process a real signal as a chosen step starts (the step must still finish), or as the
+    sanity check starts (``step=-1``), before PreemptionCheckpoint takes the signals over."""
 
-    def __init__(self, step: int, signum: int) -> None:
+    def __init__(self, step: int, signum: int = signal.SIGTERM) -> None:
         self.step = step
         self.signum = signum
+
+    def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.step == -1:
+            os.kill(os.getpid(), self.signum)
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
@@ -224,6 +230,7 @@ def build_trainer(config: RunConfig) -> pl.Trainer:
         enable_model_summary=False,
         num_sanity_val_steps=2 if config.val else 0,
         default_root_dir=config.checkpoints,
+        **config.trainer_extra,
     )
 
 

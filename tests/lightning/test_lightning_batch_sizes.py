@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lightning_rig import dataset_specs
@@ -10,6 +11,7 @@ from lightning_rig import dataset_specs
 from stream_plugin.errors import ConfigError
 from stream_plugin_lightning import StreamingDataModule
 from stream_plugin_lightning.batch_sizes import BatchSizes, resolve_batch_sizes
+from stream_plugin_lightning.loaders import EvalLoader
 
 
 @pytest.mark.parametrize(
@@ -86,7 +88,8 @@ def test_the_eval_batch_size_applies_to_val_only(lightning_data: Path) -> None:
     )
     datamodule.setup("fit")
     assert datamodule.train_dataloader().batch_size == 8
-    assert datamodule.val_dataloader().batch_size == 5
+    val = datamodule.val_dataloader()
+    assert isinstance(val, EvalLoader) and val.batch_size == 5
     assert datamodule.test_dataloader() == []  # no test split: Lightning skips the stage
 
 
@@ -103,7 +106,7 @@ def test_the_eval_batch_size_applies_to_val_only(lightning_data: Path) -> None:
         ({"batch_size": 4, "persistent_workers": True}, "persistent_workers: expected num_workers > 0"),
     ],
 )
-def test_bad_loader_settings_fail_at_construction(arguments: dict, message: str) -> None:
+def test_bad_loader_settings_fail_at_construction(arguments: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         StreamingDataModule(**arguments)
 

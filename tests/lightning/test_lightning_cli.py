@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,10 +75,11 @@ def test_the_example_yaml_trains_and_a_rerun_resumes_after_sigterm(
 def test_data_class_path_and_typed_arguments_from_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLE))
     import train
+    from example_model import IdRecordingRegressor
 
-    streams = [{"remote": "file:///data/a", "local": "/cache/a", "proportion": 0.25}]
+    streams: list[dict[str, Any]] = [{"remote": "file:///data/a", "local": "/cache/a", "proportion": 0.25}]
     cli = train.ResumingCLI(
-        train.IdRecordingRegressor,
+        IdRecordingRegressor,
         run=False,
         save_config_callback=None,
         args=[
@@ -98,10 +100,11 @@ def test_a_bad_option_is_rejected_with_the_choices(
 ) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLE))
     import train
+    from example_model import IdRecordingRegressor
 
     with pytest.raises(SystemExit):
         train.ResumingCLI(
-            train.IdRecordingRegressor,
+            IdRecordingRegressor,
             run=False,
             args=[
                 "--data=stream_plugin_lightning.StreamingDataModule",

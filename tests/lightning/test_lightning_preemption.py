@@ -6,9 +6,11 @@ import os
 import signal
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning_rig import Reference, first_difference, merge_runs, read_records, run
 
 from stream_plugin.errors import ConfigError
@@ -36,6 +38,16 @@ def test_sigterm_finishes_the_step_saves_and_exits_143(reference: Reference, tmp
     resumed = read_records(Path(restarted.records), "restarted")
     difference = first_difference(merge_runs(reference.steps, trained, resumed), reference.steps)
     assert difference is None, difference
+
+
+def test_sigterm_before_training_starts_still_exits_143(reference: Reference, tmp_path: Path) -> None:
+    # During the sanity check Lightning's own handler is active; it stops with a SIGTERMException, which
+    # exits 0 unless the callback corrects the status. Nothing was trained, so nothing is saved.
+    config = reference.run_config(tmp_path, "early", preemption=True, signal_at_step=-1)
+    with pytest.raises(SIGTERMException) as raised:
+        run(config)
+    assert raised.value.code == 143
+    assert not Path(config.records, "early-rank0.jsonl").exists()
 
 
 def test_sigusr1_under_slurm_saves_and_requeues(
@@ -72,7 +84,7 @@ def test_default_signals_add_sigusr1_only_under_slurm(monkeypatch: pytest.Monkey
         ({"filename": "a/last.ckpt"}, "filename: expected a plain file name"),
     ],
 )
-def test_bad_preemption_settings_are_rejected(arguments: dict, message: str) -> None:
+def test_bad_preemption_settings_are_rejected(arguments: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         PreemptionCheckpoint(**arguments)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -23,13 +24,17 @@ from stream_plugin.errors import StateError
 pytestmark = pytest.mark.timeout(300)
 
 
-def resume(reference: Reference, tmp_path: Path, checkpoint: str, **changes: object) -> dict[int, dict]:
+def resume(
+    reference: Reference, tmp_path: Path, checkpoint: str, **changes: Any
+) -> dict[int, dict[str, Any]]:
     config = reference.run_config(tmp_path, "resumed", ckpt_path=reference.checkpoint(checkpoint), **changes)
     run(config)
     return read_records(Path(config.records), "resumed")
 
 
-def assert_continues_reference(reference: Reference, resumed: dict[int, dict], first_step: int) -> None:
+def assert_continues_reference(
+    reference: Reference, resumed: dict[int, dict[str, Any]], first_step: int
+) -> None:
     assert min(resumed) == first_step, (
         f"expected the resume to start at step {first_step}, found {min(resumed)}"
     )
@@ -86,6 +91,28 @@ def test_resume_with_persistent_workers(reference: Reference, tmp_path: Path) ->
     assert_continues_reference(reference, resumed, 40)
 
 
+def test_resume_when_lightning_epochs_are_cut_short_by_limit_train_batches(
+    reference: Reference, tmp_path: Path
+) -> None:
+    # Each Lightning epoch trains 10 of the 25 batches; the next one starts the next data epoch.
+    limited = {"limit_train_batches": 10}
+    full = reference.run_config(tmp_path / "full", "full", every_step_checkpoints=True, trainer_extra=limited)
+    run(full)
+    expected = read_records(Path(full.records), "full")
+    assert sorted(expected) == list(range(30)) and expected[10]["ids"] == reference.steps[25]["ids"]
+    resumed = reference.run_config(
+        tmp_path / "resumed",
+        "resumed",
+        ckpt_path=str(Path(full.checkpoints) / "step=14.ckpt"),
+        trainer_extra=limited,
+    )
+    run(resumed)
+    difference = first_difference(
+        merge_runs(expected, read_records(Path(resumed.records), "resumed")), expected
+    )
+    assert difference is None, difference
+
+
 def test_checkpoint_data_state_is_lightnings_position(reference: Reference) -> None:
     checkpoint = torch.load(reference.checkpoint("step=33.ckpt"), weights_only=True)
     state = checkpoint["StreamingDataModule"]["train"]
@@ -118,6 +145,7 @@ def test_predict_yields_every_sample_in_order(reference: Reference, tmp_path: Pa
     first = [sample_id for batch in batches for sample_id in batch]
     assert sorted(set(first)) == list(VAL_IDS)
     again = trainer.predict(RecordingModel(config), datamodule=datamodule)
+    assert again is not None
     assert [sample_id for batch in again for sample_id in batch] == first
 
 

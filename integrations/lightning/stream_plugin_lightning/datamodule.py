@@ -2,9 +2,13 @@
 
 Lightning saves ``datamodule.state_dict()`` in every checkpoint it writes (under the class's qualified
 name) and calls ``load_state_dict`` when ``fit(ckpt_path=...)`` restores one, after ``setup`` and before
-the optimizers are configured. That is the only path we rely on, so loader state survives
-``configure_optimizers`` calling ``trainer.estimated_stepping_batches`` (Lightning issue 20550, where the
-loop's own loader-state restore is skipped).
+the optimizers are configured. We rely on that path: it runs even when ``configure_optimizers`` calls
+``trainer.estimated_stepping_batches``, where Lightning skips its own restore of stateful loaders
+(Lightning issue 20550). The train loader reports the same state to that bookkeeping, so when Lightning
+does restore the loader too, both restores agree.
+
+The state is computed from Lightning's progress counters (see ``progress``), is the same on every rank,
+and is checked against the loader at the first batch of every training epoch.
 """
 
 from __future__ import annotations
@@ -118,6 +122,11 @@ class StreamingDataModule(pl.LightningDataModule):
 
     def setup(self, stage: str) -> None:
         """Build the datasets ``stage`` needs, once; the world (DDP process group) exists by now."""
+        if stage == "fit" and self.specs["train"] is None:
+            raise ConfigError(
+                "StreamingDataModule: expected train data for fit, found train=None; pass "
+                "train=DatasetSpec(streams=[StreamSpec(remote=..., local=...)])"
+            )
         self._describe_nodes()
         for split in _SPLITS_FOR_STAGE.get(stage, ()):
             spec = self.specs[split]
@@ -126,11 +135,6 @@ class StreamingDataModule(pl.LightningDataModule):
             self.datasets[split] = self.build_dataset(split, spec, self._device_batch_size(split))
             if split == "train" and self._restored_train_state is not None:
                 self.datasets["train"].load_state_dict(self._restored_train_state)
-        if stage == "fit" and self.specs["train"] is None:
-            raise ConfigError(
-                "StreamingDataModule: expected train data for fit, found train=None; pass "
-                "train=DatasetSpec(streams=[StreamSpec(remote=..., local=...)])"
-            )
 
     def _describe_nodes(self) -> None:
         # Lightning's own launcher exports LOCAL_RANK but not LOCAL_WORLD_SIZE, which the dataset reads to

@@ -29,8 +29,8 @@ import lightning.pytorch as pl
 import torch
 import torch.distributed as dist
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 from stream_plugin.errors import ConfigError
 from stream_plugin_lightning.checkpoints import save_checkpoint_atomically

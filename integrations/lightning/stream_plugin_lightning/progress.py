@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import cast
 
 import lightning.pytorch as pl
+from lightning.pytorch.loops.progress import _ProcessedTracker
 
 from stream_plugin import StreamingDataset
 from stream_plugin.state import ResumeState
@@ -36,16 +38,22 @@ def train_position(trainer: pl.Trainer) -> TrainPosition:
       totals; on restore Lightning counts that batch as done (``restarted_on_train_batch_end``). Any other
       time, only ``completed`` batches count: a batch interrupted mid-step is trained again.
     """
-    epochs = trainer.fit_loop.epoch_progress.current
+    epochs = _counters(trainer.fit_loop.epoch_progress.current)
     if epochs.started == epochs.completed:
         return TrainPosition(epoch=epochs.completed, batches=0)
-    batches = trainer.fit_loop.epoch_loop.batch_progress
-    total = batches.total
+    batch_progress = trainer.fit_loop.epoch_loop.batch_progress
+    total, current = _counters(batch_progress.total), _counters(batch_progress.current)
     saved_at_batch_end = (
         total.ready == total.started == total.processed and total.completed == total.processed - 1
     )
-    done = batches.current.processed if saved_at_batch_end else batches.current.completed
+    done = current.processed if saved_at_batch_end else current.completed
     return TrainPosition(epoch=epochs.completed, batches=done)
+
+
+def _counters(tracker: object) -> _ProcessedTracker:
+    # Lightning annotates the loops' trackers with a base class; the fit and epoch loops' trackers
+    # count ready, started, processed and completed.
+    return cast(_ProcessedTracker, tracker)
 
 
 def batches_per_epoch(dataset: StreamingDataset, trainer: pl.Trainer | None = None) -> int:

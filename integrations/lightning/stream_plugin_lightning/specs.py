@@ -77,11 +77,6 @@ class DatasetSpec:
     allow_unsafe_types: bool = False
     replication: int | None = None
 
-    @property
-    def data_parallel_divisor(self) -> int:
-        """Ranks that share one slice of each global batch (``replication``, 1 when unset)."""
-        return self.replication or 1
-
     def dataset_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``StreamingDataset`` (or a subclass), ``streams`` built, no batch size."""
         kwargs: dict[str, Any] = {item.name: getattr(self, item.name) for item in fields(self)}
