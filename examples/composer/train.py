@@ -88,10 +88,11 @@ def device_batch_size(global_batch_size: Any, world_size: int) -> int:
 
 
 def _set_aside_unfinished(config: Mapping[str, Any]) -> None:
-    folder = config.get("save_folder")
-    if not config.get("autoresume") or not folder or "://" in str(folder) or dist.get_global_rank() != 0:
-        return
-    set_aside_unfinished_checkpoints(format_name_with_dist(str(folder), config.get("run_name")))
+    folder, run_name = config.get("save_folder"), config.get("run_name")
+    if not (config.get("autoresume") and folder and run_name) or "://" in str(folder):
+        return  # Composer itself reports a missing run_name; remote folders are left alone
+    if dist.get_global_rank() == 0:
+        set_aside_unfinished_checkpoints(format_name_with_dist(str(folder), str(run_name)))
 
 
 def train(config: Mapping[str, Any]) -> int:

@@ -21,23 +21,30 @@ def train_in_process(
     save_interval: str | None = None,
     load_path: str | None = None,
     exact_resumption: bool = True,
+    num_workers: int = 0,
+    persistent_workers: bool = False,
+    loader_in_fit: bool = False,
 ) -> list[list[int]]:
     """Train (resuming from ``load_path`` if given) and return the recorder's ``[epoch, *ids]`` history.
 
     ``root/cache`` is the dataset cache and ``root/checkpoints`` the save folder, so a resume that
-    passes the same ``root`` behaves like a rerun on the same machine.
+    passes the same ``root`` behaves like a rerun on the same machine. ``loader_in_fit`` hands the
+    loader to ``fit()`` instead of the ``Trainer`` (Composer then loads the data state at ``fit``).
     """
     recorder = SampleRecorder(out=str(root / "history.json"))
     callbacks: list[Callback] = [recorder]
     if exact_resumption:
         callbacks.append(ExactDataResumption())
     model = build_model()
+    spec = build_streaming_dataspec(
+        device_batch_size=GLOBAL_BATCH,
+        dataset={"remote": str(data), "local": str(root / "cache"), "shuffle": True, "shuffle_seed": 7},
+        num_workers=num_workers,
+        persistent_workers=persistent_workers,
+    )
     trainer = Trainer(
         model=model,
-        train_dataloader=build_streaming_dataspec(
-            device_batch_size=GLOBAL_BATCH,
-            dataset={"remote": str(data), "local": str(root / "cache"), "shuffle": True, "shuffle_seed": 7},
-        ),
+        train_dataloader=None if loader_in_fit else spec,
         optimizers=DecoupledSGDW(model.parameters(), lr=0.01),
         max_duration=max_duration,
         callbacks=callbacks,
@@ -51,7 +58,7 @@ def train_in_process(
         log_to_console=False,
     )
     try:
-        trainer.fit()
+        trainer.fit(train_dataloader=spec if loader_in_fit else None)
     finally:
         trainer.close()
     return recorder.history

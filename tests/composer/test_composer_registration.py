@@ -27,7 +27,7 @@ from stream_plugin_composer import (
 )
 
 
-def llm_foundry_build_dataloader(cfg: dict[str, Any], tokenizer: Any, device_batch_size: int) -> Any:
+def llm_foundry_build_dataloader(cfg: dict[str, Any], tokenizer: Any, device_batch_size: float) -> Any:
     """What llm-foundry 0.22's ``build_dataloader`` does (``construct_from_registry``, not partial)."""
     registry = catalogue.Registry(("llmfoundry", "dataloaders"), entry_points=True)
     cfg = dict(cfg)

@@ -73,3 +73,25 @@ def test_sample_interval_checkpoint_resumes_exactly(
     start = checkpoint(tmp_path, "ep1-ba36-rank0.pt")
     resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start)
     assert resumed == reference_history
+
+
+def test_resume_with_persistent_workers_is_exact(
+    tiny_data: Path, tmp_path: Path, reference_history: list[list[int]]
+) -> None:
+    train_in_process(
+        tiny_data, tmp_path, max_duration="40ba", save_interval="1ep", num_workers=2, persistent_workers=True
+    )
+    start = checkpoint(tmp_path, f"ep1-ba{BATCHES_PER_EPOCH}-rank0.pt")
+    resumed = train_in_process(
+        tiny_data, tmp_path, max_duration="3ep", load_path=start, num_workers=2, persistent_workers=True
+    )
+    assert resumed == reference_history
+
+
+def test_resume_with_the_loader_given_to_fit_is_exact(
+    tiny_data: Path, tmp_path: Path, reference_history: list[list[int]]
+) -> None:
+    train_in_process(tiny_data, tmp_path, max_duration="40ba", save_interval="1ep", loader_in_fit=True)
+    start = checkpoint(tmp_path, f"ep1-ba{BATCHES_PER_EPOCH}-rank0.pt")
+    resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start, loader_in_fit=True)
+    assert resumed == reference_history
