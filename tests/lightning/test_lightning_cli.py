@@ -25,6 +25,7 @@ pytestmark = pytest.mark.timeout(300)
 def example(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The example's modules importable, its data written under ``tmp_path``, which is the working dir."""
     monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setattr(sys, "argv", ["train.py"])  # LightningCLI reads args=..., not pytest's arguments
     monkeypatch.chdir(tmp_path)
     import example_data
     import main_job
@@ -74,6 +75,7 @@ def test_the_example_yaml_trains_and_a_rerun_resumes_after_sigterm(
 
 def test_data_class_path_and_typed_arguments_from_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setattr(sys, "argv", ["train.py"])
     import train
     from example_model import IdRecordingRegressor
 
@@ -99,6 +101,7 @@ def test_a_bad_option_is_rejected_with_the_choices(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setattr(sys, "argv", ["train.py"])
     import train
     from example_model import IdRecordingRegressor
 
