@@ -39,6 +39,19 @@ DEFAULT_WORK_DIR = "/tmp/stream-plugin-main-job"  # the root the shipped config.
 GLOBAL_BATCH = 8
 SIGNAL_AT = (1, 10)  # (epoch, batch) after which rank 0 gets SIGTERM: mid-epoch, in a later epoch
 RUN_TIMEOUT = 300
+MARKER = ".stream-plugin-main-job"
+
+
+def prepare_work_dir(work: Path) -> None:
+    """Empty ``work`` for a new run, but only a folder this job made (it holds MARKER) or an empty one."""
+    if work.exists() and any(work.iterdir()) and not (work / MARKER).exists():
+        raise SystemExit(
+            f"main job: expected --work-dir to be new, empty or made by an earlier main job, found {work} holding "
+            "other files; pass another folder"
+        )
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / MARKER).write_text("made by examples/lightning/main_job.py; emptied by its next run\n")
 
 
 def write_config(work: Path) -> Path:
@@ -155,8 +168,7 @@ def main() -> int:
     )
     parser.add_argument("--work-dir", default=DEFAULT_WORK_DIR, help="emptied first; default %(default)s")
     work = Path(parser.parse_args().work_dir).resolve()
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    prepare_work_dir(work)
     began = time.monotonic()
     print(f"stream_plugin Lightning main job; work folder {work}")
 
