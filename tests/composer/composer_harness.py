@@ -162,6 +162,11 @@ def signal_ranks(progress: list[dict[str, Any]], signum: int) -> None:
         os.kill(int(rank["pid"]), signum)
 
 
+def signal_process_group(run: Run, signum: int) -> None:
+    """Send ``signum`` to the run's whole process group (rank and DataLoader workers), as SLURM does."""
+    os.killpg(run.process.pid, signum)
+
+
 def clear_progress(root: Path) -> None:
     for path in root.glob("progress-rank*.json"):
         path.unlink()

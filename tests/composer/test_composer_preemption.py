@@ -20,6 +20,7 @@ from composer_harness import (
     launch,
     read_history,
     run_config,
+    signal_process_group,
     signal_ranks,
     wait_for_progress,
     write_config,
@@ -76,19 +77,26 @@ def test_sigkill_in_epoch_one_resumes_from_the_epoch_checkpoint_on_two_ranks(
 def test_two_preemptions_resume_exactly_and_a_finished_run_reports_complete(
     tiny_data: Path, tmp_path: Path, reference_history: list[list[int]]
 ) -> None:
-    config = write_config(tmp_path, run_config(tmp_path, tiny_data, save_interval="40sp", delay_s=0.05))
-    for epoch, after_batch in ((0, 12), (2, 3)):
+    config = run_config(tmp_path, tiny_data, save_interval="40sp", num_workers=2, delay_s=0.05)
+    config_path = write_config(tmp_path, config)
+    # First to the whole process group, DataLoader workers included (they must not die mid-batch),
+    # then to the training process only.
+    for epoch, after_batch, whole_group in ((0, 12, True), (2, 3, False)):
         clear_progress(tmp_path)
-        run = launch(tmp_path, config, nproc=1)
-        signal_ranks(wait_for_progress(run, in_epoch(epoch, after_batch=after_batch)), signal.SIGTERM)
+        run = launch(tmp_path, config_path, nproc=1)
+        progress = wait_for_progress(run, in_epoch(epoch, after_batch=after_batch))
+        if whole_group:
+            signal_process_group(run, signal.SIGTERM)
+        else:
+            signal_ranks(progress, signal.SIGTERM)
         assert run.wait() == PREEMPTED, run.logs()
 
-    final = launch(tmp_path, config, nproc=1)
+    final = launch(tmp_path, config_path, nproc=1)
     assert final.wait() == 0, final.logs()
     assert read_history(tmp_path) == reference_history
 
     checkpoints = sorted(path.name for path in (tmp_path / "checkpoints").iterdir())
-    again = launch(tmp_path, config, nproc=1)
+    again = launch(tmp_path, config_path, nproc=1)
     assert again.wait() == 0, again.logs()
     assert "already complete" in again.log.read_text()
     assert sorted(path.name for path in (tmp_path / "checkpoints").iterdir()) == checkpoints
