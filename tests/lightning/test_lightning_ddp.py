@@ -39,7 +39,7 @@ def test_sigterm_mid_epoch_on_two_processes_resumes_exactly_on_one(
         print_progress=True,
     )
     process = start_process(config)
-    wait_for_progress(process, epoch=1, batch=3)
+    wait_for_progress(process, epoch=1, batch=2)
     pid = process.pid if signalled_rank == 0 else int((Path(config.records) / "pid-rank1").read_text())
     os.kill(pid, signal.SIGTERM)
     status, output = finish_process(process)
