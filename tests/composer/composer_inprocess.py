@@ -24,6 +24,7 @@ def train_in_process(
     num_workers: int = 0,
     persistent_workers: bool = False,
     loader_in_fit: bool = False,
+    device_batch_size: int = GLOBAL_BATCH,
 ) -> list[list[int]]:
     """Train (resuming from ``load_path`` if given) and return the recorder's ``[epoch, *ids]`` history.
 
@@ -37,7 +38,7 @@ def train_in_process(
         callbacks.append(ExactDataResumption())
     model = build_model()
     spec = build_streaming_dataspec(
-        device_batch_size=GLOBAL_BATCH,
+        device_batch_size=device_batch_size,
         dataset={"remote": str(data), "local": str(root / "cache"), "shuffle": True, "shuffle_seed": 7},
         num_workers=num_workers,
         persistent_workers=persistent_workers,

@@ -95,3 +95,16 @@ def test_resume_with_the_loader_given_to_fit_is_exact(
     start = checkpoint(tmp_path, f"ep1-ba{BATCHES_PER_EPOCH}-rank0.pt")
     resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start, loader_in_fit=True)
     assert resumed == reference_history
+
+
+def test_a_smaller_global_batch_after_resume_finishes_the_epoch_without_gaps_or_repeats(
+    tiny_data: Path, tmp_path: Path, reference_history: list[list[int]]
+) -> None:
+    train_in_process(tiny_data, tmp_path, max_duration="40ba", save_interval="7ba")
+    start = checkpoint(tmp_path, "ep1-ba35-rank0.pt")  # 80 samples into epoch 1 at global batch 8
+    resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start, device_batch_size=4)
+    assert resumed[:35] == reference_history[:35]
+    for epoch in (1, 2):
+        trained = Counter(i for batch in resumed if batch[0] == epoch for i in batch[1:])
+        assert trained == Counter(range(NUM_SAMPLES)), f"epoch {epoch}"
+    assert {len(batch) - 1 for batch in resumed[35:]} == {4}
