@@ -6,6 +6,10 @@ Usage::
 
 Each size runs in a fresh subprocess so its peak RSS (``resource.getrusage``) is its own. The
 reported peak includes the input (the sampler's int64 chosen ids) and the (T, G) int64 output.
+
+As a figure of the harness (``./benchmarks/run order``) it also times MosaicML Streaming's epoch
+arrangement for the same shape (its ``get_partitions`` + ``get_shuffle`` + the two gathers its
+``generate_work_random_batching`` does), in the peers environment.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import resource
 import subprocess
 import sys
 import time
+from typing import Any
 
 _SUFFIX = {"k": 10**3, "M": 10**6, "G": 10**9}
 
@@ -52,6 +57,104 @@ def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) ->
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
     assert order.num_samples == num_samples
     return {"samples": num_samples, "seconds": seconds, "peak_rss_mib": peak, "rss_before_mib": rss_before}
+
+
+def mosaicml_run_one(num_samples: int, nodes: int, batch: int, shards: int) -> dict[str, float]:
+    """MosaicML Streaming 0.13's epoch arrangement (``py1e`` shuffle, ``relaxed`` partition), measured alike."""
+    import numpy as np
+    from streaming.base.partition import get_partitions
+    from streaming.base.shuffle import get_shuffle
+
+    per_shard = -(-num_samples // shards)
+    sizes = np.full(shards, per_shard, dtype=np.int64)
+    sizes[-1] = num_samples - per_shard * (shards - 1)
+    small_per_big = np.arange(num_samples, dtype=np.int64)  # what resample_streams gives for one stream
+    block_size = max(4_000_000 // nodes, 1 << 18)  # its default shuffle_block_size
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    big_ids = get_partitions("relaxed", num_samples, nodes, 1, 1, 1, batch)
+    shuffle = get_shuffle("py1e", sizes, nodes, 9176, 1, block_size)
+    big_ids = np.where(big_ids != -1, shuffle[big_ids], -1)
+    work = np.where(big_ids != -1, small_per_big[big_ids], -1)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert (work != -1).sum() == num_samples
+    return {"samples": num_samples, "seconds": seconds, "peak_rss_mib": peak, "rss_before_mib": rss_before}
+
+
+# --------------------------------------------------------------------------------------------------
+# The harness figure.
+
+FIGURE = "order"
+TITLE = "Epoch-order build time and memory"
+FIGURE_SIZES = ("1M", "10M", "100M")
+SMOKE_SIZES = ("100k",)
+FIGURE_NODES = 8
+FIGURE_BATCH = 256
+FIGURE_SHARDS = 10_000
+OURS_ALGOS = ("block", "permute")
+
+
+def measure(options: Any) -> dict[str, Any]:
+    from benchmarks.common import run_child
+
+    sizes = SMOKE_SIZES if options.smoke else FIGURE_SIZES
+    runners: list[tuple[str, str, dict[str, Any]]] = [
+        ("stream_plugin", f"shuffle_algo={algo}", {"target": "benchmarks.bench_order:run_one", "algo": algo})
+        for algo in (OURS_ALGOS[:1] if options.smoke else OURS_ALGOS)
+    ]
+    if not options.smoke:
+        runners.append(("mosaicml-streaming", "py1e", {"target": "benchmarks.bench_order:mosaicml_run_one"}))
+    runs: dict[tuple[str, str, str], list[dict[str, float]]] = {}
+    for _ in range(options.rounds):
+        for size in sizes:
+            for library, algo, call in runners:
+                arguments = {k: v for k, v in call.items() if k != "target"}
+                result = run_child(
+                    call["target"],
+                    num_samples=parse_size(size),
+                    nodes=FIGURE_NODES,
+                    batch=FIGURE_BATCH,
+                    shards=FIGURE_SHARDS,
+                    **arguments,
+                )
+                runs.setdefault((size, library, algo), []).append(result)
+    rows = [{"size": size, "library": lib, "algo": algo, "runs": r} for (size, lib, algo), r in runs.items()]
+    return {"rows": rows, "nodes": FIGURE_NODES, "batch": FIGURE_BATCH, "shards": FIGURE_SHARDS}
+
+
+def render(result: dict[str, Any]) -> str:
+    from benchmarks.common import median_of, spread_of
+
+    lines = [
+        f"One epoch's global order, {result['shards']:,} shards, num_canonical_nodes={result['nodes']}, "
+        f"global batch {result['batch']}; peak RSS of the planning process (and before planning).",
+        "",
+        "| samples | library | shuffle | seconds (median) | spread | peak RSS MiB | before MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        seconds = [run["seconds"] for run in row["runs"]]
+        peak = median_of([run["peak_rss_mib"] for run in row["runs"]])
+        before = median_of([run["rss_before_mib"] for run in row["runs"]])
+        lines.append(
+            f"| {row['size']} | {row['library']} | {row['algo']} | {median_of(seconds):.2f} | "
+            f"{spread_of(seconds, 2)} | {peak:,.0f} | {before:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    from benchmarks.common import median_of
+
+    checks = []
+    for row in result["rows"]:
+        if row["library"] == "stream_plugin" and row["size"] == "100M":
+            seconds = median_of([run["seconds"] for run in row["runs"]])
+            peak = median_of([run["peak_rss_mib"] for run in row["runs"]])
+            what = f"plan 100M samples ({row['algo']}): < 5 s and < 2 GB"
+            checks.append((what, f"{seconds:.2f} s, {peak / 1024:.2f} GiB", seconds < 5 and peak < 2048))
+    return checks
 
 
 def main() -> None:

@@ -9,7 +9,9 @@ import argparse
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +57,7 @@ def run(workloads: list[tuple[int, int]], repeats: int, include_peers: bool) -> 
     try:
         for count, size in workloads:
             payloads = make_payloads(count, size)
-            figure = f"write {count:,} x {size // 1024} KiB"
+            figure = _figure_name(count, size)
 
             runners = {
                 name: _runner(writer_class, root / name, payloads)
@@ -91,14 +93,44 @@ def report(results: list[Measurement], sizes: dict[str, int]) -> str:
     return markdown_table(headers, rows)
 
 
+# --------------------------------------------------------------------------------------------------
+# The harness figure.
+
+FIGURE = "write"
+TITLE = "Write throughput (MDSWriter vs MosaicML Streaming's MDSWriter)"
+DESCRIPTION = (
+    'Same samples for both (`{"id": int, "data": bytes}`, random payloads), same `size_limit` '
+    "(64 MiB), no compression or hashes, written to local disk; each round writes with both writers."
+)
+FULL_WRITES = [(500_000, 1024), (10_000, 100 * 1024)]
+SMOKE_WRITES = [(2_000, 1024), (100, 100 * 1024)]
+
+
+def _figure_name(count: int, size: int) -> str:
+    return f"write {count:,} x {size // 1024} KiB"
+
+
+def measure(options: Any) -> dict[str, Any]:
+    workloads = SMOKE_WRITES if options.smoke else FULL_WRITES
+    results = run(workloads, repeats=options.rounds, include_peers=not options.smoke)
+    return {
+        "rows": [asdict(measurement) for measurement in results],
+        "sizes": {_figure_name(count, size): size for count, size in workloads},
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    return report([Measurement(**row) for row in result["rows"]], result["sizes"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="ours only, tiny sizes (CI)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    workloads = [(2_000, 1024), (100, 100 * 1024)] if args.smoke else [(500_000, 1024), (10_000, 100 * 1024)]
+    workloads = SMOKE_WRITES if args.smoke else FULL_WRITES
     results = run(workloads, repeats=1 if args.smoke else args.repeats, include_peers=not args.smoke)
-    sizes = {f"write {count:,} x {size // 1024} KiB": size for count, size in workloads}
+    sizes = {_figure_name(count, size): size for count, size in workloads}
     print("\n".join(machine_lines()))
     print()
     print(report(results, sizes))

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO_DIR = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -68,3 +75,118 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fresh processes and memory.
+
+RESULT_PREFIX = "BENCHMARK-RESULT "
+
+
+def run_child(
+    target: str, *, env: dict[str, str] | None = None, timeout: float = 1800, **arguments: Any
+) -> Any:
+    """Call ``module:function(**arguments)`` in a fresh interpreter (``benchmarks.child``); return its result.
+
+    A fresh process per measurement gives each library the same cold start, its own peak RSS, and no
+    leftovers (MosaicML's shared memory, litdata's worker state) from the library measured before it.
+    """
+    command = [sys.executable, "-m", "benchmarks.child", target, json.dumps(arguments)]
+    completed = subprocess.run(
+        command,
+        cwd=REPO_DIR,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    for line in reversed(completed.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX) :])
+    raise RuntimeError(
+        f"{target}({arguments}): expected a result line from the child process, found exit code "
+        f"{completed.returncode}; its stderr ends with:\n{completed.stderr[-3000:]}"
+    )
+
+
+def vm_peak_mib(pid: int | str = "self") -> float:
+    """Peak resident set size (VmHWM) of a live process, in MiB; 0 once it has exited."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0.0
+
+
+class PeakMemory:
+    """Peak RSS of this process and of each child (DataLoader workers), polled from a thread.
+
+    A child's VmHWM only grows, so the last value read before it exits is its peak to within one
+    polling interval. Memory-mapped shard pages that a process touched count in its RSS.
+    """
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.children_mib: dict[int, float] = {}
+        self.main_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.main_mib = vm_peak_mib()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            for pid in child_pids():
+                peak = vm_peak_mib(pid)
+                if peak and not _is_helper(pid):
+                    self.children_mib[pid] = max(peak, self.children_mib.get(pid, 0.0))
+
+    def workers_mib(self) -> list[float]:
+        """Each child's peak, in order of process id (start order)."""
+        return [self.children_mib[pid] for pid in sorted(self.children_mib)]
+
+
+def child_pids(pid: int | str = "self") -> list[int]:
+    """Process ids of the descendants of ``pid``, from ``/proc/<pid>/task/*/children`` (no psutil in CI)."""
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(child) for child in (task / "children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    return found + [grandchild for child in found for grandchild in child_pids(child)]
+
+
+def _is_helper(pid: int) -> bool:
+    """multiprocessing's resource tracker (MosaicML's shared memory starts one) is not a worker."""
+    try:
+        return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Report pieces.
+
+
+def ratio(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.2f}x" if theirs else "n/a"
+
+
+def spread_of(values: Sequence[float], digits: int = 0) -> str:
+    return f"{min(values):,.{digits}f}..{max(values):,.{digits}f}"
+
+
+def median_of(values: Sequence[float]) -> float:
+    return statistics.median(values)

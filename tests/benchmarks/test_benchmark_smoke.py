@@ -1,14 +1,89 @@
-"""Tiny runs of the benchmark harness (our library only), so its code cannot rot; CI never installs peers."""
+"""Tiny runs of the benchmark harness (our library only), so its code cannot rot; CI never installs peers.
+
+The whole harness runs once in ``--smoke`` mode (ours and the bare ceiling, tiny sizes, one round, a
+scratch output folder): every figure, the fresh-process runner, the loopback S3 server and the report.
+Stub ``streaming`` and ``litdata`` packages that refuse to import prove the peers are never touched.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from support.paths import REPO_DIR
 
+pytestmark = pytest.mark.slow
 
-def test_write_benchmark_smoke_prints_a_table() -> None:
+FIGURE_TITLES = (
+    "Write throughput",
+    "Iteration throughput from a warm local cache",
+    "Peak RSS, main process and each worker",
+    "Cold start from S3 on loopback",
+    "Resume latency",
+    "Epoch-order build time and memory",
+    "Egress: downloaded bytes per node for one epoch",
+)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("benchmarks")
+    refusing = root / "peers-refuse-import"
+    for package in ("streaming", "litdata"):
+        (refusing / package).mkdir(parents=True)
+        (refusing / package / "__init__.py").write_text(
+            f"raise ImportError('the benchmark smoke imported {package}; it must measure ours only')\n"
+        )
+    command = [sys.executable, "-m", "benchmarks.harness", "--smoke"]
+    command += ["--results-dir", str(root / "results"), "--report", str(root / "RESULTS.md")]
+    command += ["--data-dir", str(root / "data")]
+    result = subprocess.run(
+        command,
+        cwd=REPO_DIR,
+        env={**os.environ, "PYTHONPATH": str(refusing)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return root
+
+
+def test_smoke_report_has_every_figure(smoke_run: Path) -> None:
+    report = (smoke_run / "RESULTS.md").read_text()
+    for title in FIGURE_TITLES:
+        assert f"## {title}" in report or f"### {title}" in report, title
+    assert "## Targets (issues 3 and 4)" in report
+
+
+def test_smoke_measures_ours_and_the_bare_ceiling_only(smoke_run: Path) -> None:
+    report = (smoke_run / "RESULTS.md").read_text()
+    assert "| stream_plugin |" in report
+    assert "| bare mmap |" in report
+    assert "| mosaicml-streaming |" not in report
+    assert "| litdata |" not in report
+
+
+def test_smoke_stores_each_figure_with_its_command(smoke_run: Path) -> None:
+    stored = {path.stem: json.loads(path.read_text()) for path in (smoke_run / "results").glob("*.json")}
+    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress"}
+    for record in stored.values():
+        assert record["command"].startswith("./benchmarks/run --smoke ")
+        assert record["machine"][0].startswith("- machine: ")
+
+
+def test_smoke_iteration_delivers_samples(smoke_run: Path) -> None:
+    iterate = json.loads((smoke_run / "results" / "iterate.json").read_text())["result"]
+    for row in iterate["rows"]:
+        for run in row["runs"]:
+            assert run["samples"] > 0 and run["samples_per_s"] > 0
+
+
+def test_write_benchmark_cli_smoke_prints_a_table() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_write", "--smoke"],
         cwd=REPO_DIR,

@@ -1,0 +1,197 @@
+"""Iteration throughput from a warm local cache, and peak RSS of the main process and each worker.
+
+Every library reads its own local copy of the same samples (no remote: the "cache" is complete and in
+the page cache), through its own loader with ``batch_size=256``, shuffle on and off, 0 and 2 workers.
+Each measurement runs in a fresh process. Throughput counts the samples after the first batch, up to
+a budget, over the time since the first batch; the time to the first batch is reported apart.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import PeakMemory, median_of, ratio, run_child, spread_of, vm_peak_mib
+from benchmarks.libraries import BATCH_SIZE, LoaderSpec, batch_length, import_library, make_loader
+from benchmarks.options import Options
+from benchmarks.workloads import BARE, LITDATA, MOSAICML, OURS, folder_for, prepare
+
+FIGURE = "iterate"
+TITLE = "Iteration throughput from a warm local cache"
+SAMPLE_BUDGET = 256_000  # samples timed per run (after the first batch); the whole epoch when smaller
+WORKERS = (0, 2)
+SHUFFLES = (False, True)
+
+
+def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budget: int) -> dict[str, Any]:
+    """One timed pass in this (fresh) process."""
+    import_library(library)
+    baseline_mib = vm_peak_mib()
+    with PeakMemory() as memory:
+        start = time.perf_counter()
+        _, loader = make_loader(LoaderSpec(library, local, shuffle=shuffle, num_workers=num_workers))
+        batches = iter(loader)
+        next(batches)
+        first_batch = time.perf_counter()
+        samples = 0
+        for batch in batches:
+            samples += batch_length(batch)
+            if samples >= budget:
+                break
+        end = time.perf_counter()
+        del batches  # stops the workers inside the memory window
+    return {
+        "samples_per_s": samples / (end - first_batch),
+        "samples": samples,
+        "first_batch_s": first_batch - start,
+        "baseline_mib": baseline_mib,
+        "main_peak_mib": memory.main_mib,
+        "workers_peak_mib": memory.workers_mib(),
+    }
+
+
+def measure(options: Options) -> dict[str, Any]:
+    libraries = options.with_bare()
+    cases = []
+    shuffles = (True,) if options.smoke else SHUFFLES
+    for workload in options.workloads:
+        prepare(options.data_root, workload, tuple(lib for lib in libraries if lib != BARE))
+        for shuffle in shuffles:
+            for workers in WORKERS:
+                cases.append({"workload": workload, "shuffle": shuffle, "workers": workers})
+    runs: dict[tuple[str, bool, int, str], list[dict[str, Any]]] = {}
+    for _ in range(options.rounds):
+        for case in cases:
+            workload = case["workload"]
+            for library in libraries:
+                result = run_child(
+                    "benchmarks.bench_iterate:measure_once",
+                    library=library,
+                    local=str(folder_for(options.data_root, workload, library)),
+                    shuffle=case["shuffle"],
+                    num_workers=case["workers"],
+                    budget=min(SAMPLE_BUDGET, workload.count - BATCH_SIZE),
+                )
+                runs.setdefault((workload.name, case["shuffle"], case["workers"], library), []).append(result)
+    rows = [
+        {"workload": name, "shuffle": shuffle, "workers": workers, "library": library, "runs": results}
+        for (name, shuffle, workers, library), results in runs.items()
+    ]
+    return {"rows": rows, "workloads": [w.name for w in options.workloads], "budget": SAMPLE_BUDGET}
+
+
+def _medians(rows: list[dict[str, Any]], key: str) -> dict[tuple[str, bool, int, str], float]:
+    return {
+        (row["workload"], row["shuffle"], row["workers"], row["library"]): median_of(
+            [run[key] for run in row["runs"]]
+        )
+        for row in rows
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    speed = _medians(rows, "samples_per_s")
+    lines = [
+        "| workload | shuffle | workers | library | samples/s (median) | spread | first batch s | "
+        "ours / this |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        key = (row["workload"], row["shuffle"], row["workers"])
+        values = [run["samples_per_s"] for run in row["runs"]]
+        ours = speed.get((*key, OURS), 0.0)
+        first = median_of([run["first_batch_s"] for run in row["runs"]])
+        lines.append(
+            f"| {row['workload']} | {'on' if row['shuffle'] else 'off'} | {row['workers']} | "
+            f"{row['library']} | {median_of(values):,.0f} | {spread_of(values)} | {first:.2f} | "
+            f"{ratio(ours, median_of(values))} |"
+        )
+    return "\n".join(lines)
+
+
+def extra_sections(result: dict[str, Any]) -> list[tuple[str, str]]:
+    note = (
+        "Peak RSS (VmHWM) of the main process and of each DataLoader worker, in the shuffled runs above. "
+        "Touched pages of memory-mapped shards count in RSS (they are shared page cache, not private "
+        'memory); "after imports" is the main process\'s peak before the dataset was built.'
+    )
+    return [("Peak RSS, main process and each worker", note + "\n\n" + render_memory(result))]
+
+
+def render_memory(result: dict[str, Any]) -> str:
+    """Peak RSS per process for the shuffled runs."""
+    lines = [
+        "| workload | workers | library | main peak MiB | of which after imports | worker peaks MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        if not row["shuffle"]:
+            continue
+        runs = row["runs"]
+        main = median_of([run["main_peak_mib"] for run in runs])
+        baseline = median_of([run["baseline_mib"] for run in runs])
+        per_worker = [run["workers_peak_mib"] for run in runs]
+        count = max(len(peaks) for peaks in per_worker)
+        workers = [median_of([peaks[i] for peaks in per_worker if len(peaks) > i]) for i in range(count)]
+        shown = ", ".join(f"{peak:,.0f}" for peak in workers) or "-"
+        lines.append(
+            f"| {row['workload']} | {row['workers']} | {row['library']} | {main:,.0f} | {baseline:,.0f} | "
+            f"{shown} |"
+        )
+    return "\n".join(lines)
+
+
+def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """Issue 4's targets: (what, measured, met) per workload, shuffle and workers."""
+    speed = _medians(result["rows"], "samples_per_s")
+    checks = []
+    for workload, shuffle, workers, library in speed:
+        if library != OURS:
+            continue
+        ours = speed[(workload, shuffle, workers, OURS)]
+        mosaic = speed.get((workload, shuffle, workers, MOSAICML))
+        lit = speed.get((workload, shuffle, workers, LITDATA))
+        bare = speed.get((workload, shuffle, workers, BARE))
+        case = f"{workload}, shuffle {'on' if shuffle else 'off'}, {workers} workers"
+        if "1 KiB" in workload:
+            if lit:
+                checks.append((f"{case}: >= litdata", f"{ours / lit:.2f}x", ours >= lit))
+            if mosaic:
+                checks.append((f"{case}: >= 10x MosaicML", f"{ours / mosaic:.1f}x", ours >= 10 * mosaic))
+            if bare:
+                checks.append((f"{case}: >= 0.5x bare", f"{ours / bare:.2f}x", ours >= 0.5 * bare))
+        elif mosaic:
+            checks.append((f"{case}: >= 2x MosaicML", f"{ours / mosaic:.1f}x", ours >= 2 * mosaic))
+    return checks
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Bars of samples/s per library, one panel per workload, grouped by (shuffle, workers)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    speed = _medians(result["rows"], "samples_per_s")
+    workloads = result["workloads"]
+    libraries = list(dict.fromkeys(row["library"] for row in result["rows"]))
+    groups = [(shuffle, workers) for shuffle in SHUFFLES for workers in WORKERS]
+    figure, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 4.2), squeeze=False)
+    width = 0.8 / len(libraries)
+    for axis, workload in zip(axes[0], workloads):
+        for position, library in enumerate(libraries):
+            heights = [speed.get((workload, shuffle, workers, library), 0.0) for shuffle, workers in groups]
+            xs = [group + position * width for group in range(len(groups))]
+            axis.bar(xs, heights, width, label=library)
+        axis.set_xticks([group + 0.4 - width / 2 for group in range(len(groups))])
+        axis.set_xticklabels([f"shuffle {'on' if s else 'off'}\n{w} workers" for s, w in groups])
+        axis.set_yscale("log")
+        axis.set_ylabel("samples/s (log)")
+        axis.set_title(f"{workload}, batch 256, warm local cache")
+        axis.grid(axis="y", alpha=0.3)
+    axes[0][0].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,111 @@
+"""Build ``RESULTS.md`` (and its plots) from the stored results of every figure."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+INTRO = """\
+# Benchmark results
+
+Produced by `./benchmarks/run` (all figures; `./benchmarks/run FIGURE ...` re-measures some and keeps
+the others). Each section names the exact command and date that produced it. The harness interleaves
+the libraries (each round runs every library once, for every case), repeats each measurement and
+reports the median and the spread (min..max). Every measurement runs in a fresh process, after the
+library is imported, so imports are never timed and one library's leftovers never slow the next.
+The peers environment (`.venv-peers`) is created by the command itself: torch 2.14.1 + torchvision
+0.29.1, mosaicml-streaming 0.13.0, litdata 0.2.76, and this package.
+
+"Ours / this" is our throughput over theirs (above 1x: we are faster); for latencies it is their
+time over ours (above 1x: we are faster).
+"""
+
+FAIRNESS = """\
+## What is the same, and what differs
+
+- **Same samples.** `{"id": int, "data": bytes}` with random payloads, written once per library by
+  its own writer: ours and MosaicML's `MDSWriter` (byte-identical MDS, 16 MiB `size_limit`), and
+  litdata's `BinaryWriter` (its own chunk format, 16 MiB `chunk_bytes`; its files are 0.4% larger).
+  The bare ceiling reads our MDS files.
+- **Same loader settings.** `batch_size=256`, the same shuffle flag and worker count, each library's
+  own loader (`DataLoader` for the bare ceiling), and one shared `collate_fn` that returns
+  `{"id": int64 tensor, "data": list of bytes}`. torch's default collate would turn litdata's
+  `memoryview` payloads into one tensor per byte (about 1,500 samples/s), which says nothing about
+  litdata's reader.
+- **Same cache state.** Warm figures read complete local copies (no remote) that sit in the page
+  cache; cold figures start from an empty folder against the same moto S3 server on 127.0.0.1.
+- **Shuffle algorithms differ by design.** Ours and MosaicML default to `py1e` (ours: block shuffle),
+  `num_canonical_nodes=1` on one node; litdata shuffles chunks and items within a window; the bare
+  ceiling takes one full permutation.
+- **litdata needs two accommodations.** Its chunk downloader (obstore) refuses `http://` endpoints
+  unless `allow_http` is set, which litdata never sets; the harness adds it to litdata's client options
+  for the loopback server. For several simulated nodes it only reads `torch.distributed`, so its node
+  processes join a gloo group; ours and MosaicML read `RANK` / `WORLD_SIZE` / `LOCAL_WORLD_SIZE`.
+- **MosaicML** gets `clean_stale_shared_memory()` before each run (in a fresh process anyway).
+"""
+
+
+def _load(results_dir: Path, name: str) -> dict[str, Any] | None:
+    path = results_dir / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _can_plot() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def write_report(results_dir: Path, report: Path, figures: dict[str, ModuleType]) -> None:
+    records = {name: record for name in figures if (record := _load(results_dir, name)) is not None}
+    lines = [INTRO]
+    if records:
+        latest = max(records.values(), key=lambda record: record["date"])
+        lines += ["## Machine", "", *latest["machine"], ""]
+        loads = [value for record in records.values() for value in record.get("load", [])]
+        if loads and max(loads) > 1.0:
+            lines += [
+                f"The machine was shared with other engineers' test runs during these runs (1-minute load "
+                f"average {min(loads):.1f}..{max(loads):.1f} on {latest['machine'][0].split(', ')[1]}), so "
+                "absolute numbers move between rounds; the interleaving keeps the ratios steadier than "
+                "the absolute values.",
+                "",
+            ]
+    checks = [
+        (what, measured, met)
+        for name, record in records.items()
+        if hasattr(figures[name], "targets")
+        for what, measured, met in figures[name].targets(record["result"])
+    ]
+    if checks:
+        lines += ["## Targets (issues 3 and 4)", "", "| target | measured | met |", "|---|---|---|"]
+        lines += [f"| {what} | {measured} | {'yes' if met else '**no**'} |" for what, measured, met in checks]
+        lines.append("")
+    for name, record in records.items():
+        module = figures[name]
+        lines += [f"## {module.TITLE}", ""]
+        lines += [
+            f"Command: `{record['command']}` ({record['date']}, {record['repeats']} rounds, "
+            f"{record['minutes']} min)",
+            "",
+        ]
+        description = getattr(module, "DESCRIPTION", None) or _paragraphs(module.__doc__ or "")
+        if description:
+            lines += [description, ""]
+        if hasattr(module, "plot") and _can_plot():
+            picture = report.parent / f"{name}.png"
+            module.plot(record["result"], picture)
+            lines += [f"![{module.TITLE}]({picture.name})", ""]
+        lines += [module.render(record["result"]), ""]
+        for title, body in getattr(module, "extra_sections", lambda result: [])(record["result"]):
+            lines += [f"### {title}", "", body, ""]
+    lines.append(FAIRNESS)
+    report.write_text("\n".join(lines))
+
+
+def _paragraphs(docstring: str) -> str:
+    """A module docstring minus its first line and usage blocks, as report prose."""
+    body = docstring.strip().split("\n", 1)[1] if "\n" in docstring.strip() else ""
+    kept = [line for line in body.strip().splitlines() if not line.startswith("    ")]
+    return "\n".join(kept).replace("Usage::", "").strip()

@@ -1,0 +1,148 @@
+"""The benchmark datasets: the same samples written once in each library's own format, reused across runs.
+
+A workload is ``count`` samples ``{"id": int, "data": bytes}`` with random ``data`` payloads of ``size``
+bytes. Each library reads its own copy: ours and MosaicML's MDS (each written by its own ``MDSWriter``)
+and litdata's chunks (written by its ``BinaryWriter``). Shards and chunks are capped at the same
+``SHARD_BYTES`` for all of them. A finished copy carries a marker, so a later run skips the writing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+COLUMNS = {"id": "int", "data": "bytes"}
+SHARD_BYTES = 1 << 24  # 16 MiB: enough shards (32 for 500 MB) that 4 simulated nodes each get several
+_MARKER = ".benchmark-complete"
+
+OURS = "stream_plugin"
+MOSAICML = "mosaicml-streaming"
+LITDATA = "litdata"
+BARE = "bare mmap"
+PEERS = (MOSAICML, LITDATA)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """``count`` samples with ``size``-byte payloads."""
+
+    count: int
+    size: int
+
+    @property
+    def name(self) -> str:
+        return f"{_short(self.count)} x {_bytes_label(self.size)}"
+
+    @property
+    def slug(self) -> str:
+        return f"{self.count}x{self.size}"
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.count * self.size
+
+
+def _short(count: int) -> str:
+    for unit, scale in (("M", 10**6), ("k", 10**3)):
+        if count >= scale and count % scale == 0:
+            return f"{count // scale}{unit}"
+    return f"{count:,}"
+
+
+def _bytes_label(size: int) -> str:
+    return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size} B"
+
+
+SMALL_SAMPLES = Workload(500_000, 1024)
+LARGE_SAMPLES = Workload(10_000, 100 * 1024)
+FULL_WORKLOADS = (SMALL_SAMPLES, LARGE_SAMPLES)
+SMOKE_WORKLOADS = (Workload(4_000, 1024),)
+
+
+def payload(index: int, size: int, pool: bytes) -> bytes:
+    """Sample ``index``'s payload: a window of a random pool, so samples differ and set-up stays cheap."""
+    start = (index * 7919) % (len(pool) - size)
+    return pool[start : start + size]
+
+
+def payload_pool(size: int, seed: int = 0) -> bytes:
+    return (
+        np.random.default_rng(seed).integers(0, 256, size=max(size * 64, 1 << 20), dtype=np.uint8).tobytes()
+    )
+
+
+def default_data_root() -> Path:
+    return Path(os.environ.get("BENCH_DATA_DIR", Path(tempfile.gettempdir()) / "stream-plugin-bench"))
+
+
+def folder_for(root: Path, workload: Workload, library: str) -> Path:
+    """The local copy that ``library`` reads (the bare ceiling reads our MDS files)."""
+    fmt = {OURS: "mds-ours", BARE: "mds-ours", MOSAICML: "mds-mosaicml", LITDATA: "litdata"}[library]
+    return root / workload.slug / fmt
+
+
+def dataset_bytes(folder: Path) -> int:
+    """Bytes of every file of a written dataset (shards plus index)."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and path.name != _MARKER)
+
+
+def prepare(root: Path, workload: Workload, libraries: tuple[str, ...]) -> dict[str, Path]:
+    """Write ``workload`` for each library that lacks a finished copy; return each library's folder."""
+    folders = {}
+    for library in libraries:
+        folder = folder_for(root, workload, library)
+        marker = folder / _MARKER
+        expected = json.dumps({"count": workload.count, "size": workload.size, "shard_bytes": SHARD_BYTES})
+        if not (marker.exists() and marker.read_text() == expected):
+            shutil.rmtree(folder, ignore_errors=True)
+            _WRITERS[folder_format(library)](folder, workload)
+            marker.write_text(expected)
+        folders[library] = folder
+    return folders
+
+
+def folder_format(library: str) -> str:
+    return {OURS: "ours", BARE: "ours", MOSAICML: "mosaicml", LITDATA: "litdata"}[library]
+
+
+def _samples(workload: Workload) -> Iterator[dict[str, object]]:
+    pool = payload_pool(workload.size)
+    for index in range(workload.count):
+        yield {"id": index, "data": payload(index, workload.size, pool)}
+
+
+def _write_ours(folder: Path, workload: Workload) -> None:
+    from stream_plugin import MDSWriter
+
+    with MDSWriter(out=str(folder), columns=COLUMNS, size_limit=SHARD_BYTES) as writer:
+        for sample in _samples(workload):
+            writer.write(sample)
+
+
+def _write_mosaicml(folder: Path, workload: Workload) -> None:
+    from streaming import MDSWriter as MosaicMDSWriter
+
+    with MosaicMDSWriter(out=str(folder), columns=COLUMNS, size_limit=SHARD_BYTES) as writer:
+        for sample in _samples(workload):
+            writer.write(sample)
+
+
+def _write_litdata(folder: Path, workload: Workload) -> None:
+    from litdata.streaming.writer import BinaryWriter
+
+    folder.mkdir(parents=True)
+    writer = BinaryWriter(str(folder), chunk_bytes=SHARD_BYTES)
+    for index, sample in enumerate(_samples(workload)):
+        writer[index] = sample
+    writer.done()
+    writer.merge()
+
+
+_WRITERS = {"ours": _write_ours, "mosaicml": _write_mosaicml, "litdata": _write_litdata}
