@@ -7,7 +7,6 @@ per pass on their own, exactly as the main process does when nothing was loaded 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +30,8 @@ class EpochCursor:
         self.next_epoch = 0
         self.pending: ResumeState | None = None  # loaded, applied by the next pass
         self.active: IterationPlan | None = None  # the pass in progress (or abandoned mid-way)
-        self.loader_began = False  # the loader planned the pass the main process runs next
+        self.finished: IterationPlan | None = None  # the last pass handed out to its end
+        self.loader_plan: IterationPlan | None = None  # the pass the loader began, for its readers
         self.passes_here = 0  # passes run by this (worker) process
 
     def __getstate__(self) -> dict[str, Any]:
@@ -43,64 +43,73 @@ class EpochCursor:
         """Plan the next pass: a loaded state once, else the epoch after the last one begun."""
         if self.pending is not None:
             state, self.pending = self.pending, None
-            plan = IterationPlan(
-                state.epoch, state.sample_in_epoch, state.epoch_batch_size, state.num_canonical_nodes
-            )
+            # Nothing of an epoch at sample 0 was consumed: plan it with today's batch size, as a
+            # fresh run would; a started epoch keeps the size its order was built with.
+            batch_size = state.epoch_batch_size if state.sample_in_epoch else global_batch_size
+            plan = IterationPlan(state.epoch, state.sample_in_epoch, batch_size, state.num_canonical_nodes)
         else:
             epoch = self.active.epoch + 1 if self.active is not None else self.next_epoch
             plan = IterationPlan(epoch, 0, global_batch_size, num_canonical_nodes)
         self.active = plan
+        self.finished = None
         self.next_epoch = plan.epoch + 1
         return plan
 
     def end(self, plan: IterationPlan) -> None:
-        """The pass ``plan`` ran to its end: the epoch is finished."""
+        """Every batch of the pass ``plan`` was handed out: its epoch is finished.
+
+        Called before the last batch is consumed, too: a caller such as Composer reads an epoch with
+        ``islice`` and never resumes the iterator after its last batch.
+        """
         if self.active == plan:
             self.active = None
+            self.finished = plan
             self.next_epoch = plan.epoch + 1
 
     def plan_in_main_process(self, *, global_batch_size: int, num_canonical_nodes: int) -> IterationPlan:
         """The plan for a pass run by the main process (no DataLoader workers)."""
-        if self.loader_began and self.active is not None:
-            self.loader_began = False
-            return self.active
+        if self.loader_plan is not None:
+            plan, self.loader_plan = self.loader_plan, None
+            return plan
         return self.begin(global_batch_size=global_batch_size, num_canonical_nodes=num_canonical_nodes)
 
     def plan_in_worker(self, *, global_batch_size: int, num_canonical_nodes: int) -> IterationPlan:
         """The plan for a pass run by a DataLoader worker: the one it started with, then the next epochs."""
-        if self.active is None:
+        first = self.loader_plan or self.active
+        if first is None:
             # A plain DataLoader started this worker: the main process never planned (see set_epoch).
-            self.active = IterationPlan(self.next_epoch, 0, global_batch_size, num_canonical_nodes)
-        plan = self.active
+            first = IterationPlan(self.next_epoch, 0, global_batch_size, num_canonical_nodes)
+        self.loader_plan = first
+        plan = first
         if self.passes_here:
             plan = IterationPlan(
-                plan.epoch + self.passes_here, 0, global_batch_size, plan.num_canonical_nodes
+                first.epoch + self.passes_here, 0, global_batch_size, first.num_canonical_nodes
             )
         self.passes_here += 1
         return plan
 
     def position(
-        self,
-        num_samples: int,
-        from_beginning: bool,
-        *,
-        epoch_samples: Callable[[IterationPlan], int],
-        global_batch_size: int,
-        num_canonical_nodes: int,
+        self, num_samples: int, from_beginning: bool, *, global_batch_size: int, num_canonical_nodes: int
     ) -> tuple[IterationPlan, int] | ResumeState:
         """The plan and consumed count after ``num_samples`` (Composer's convention), or a loaded state.
 
-        A pass consumed to its end, or ``num_samples == 0`` between passes, is the start of the next
-        epoch: a finished epoch is never replayed.
+        After a pass was handed out to its end, ``num_samples == 0`` is the start of the next epoch (a
+        finished epoch is never replayed), while a count is a position in the finished epoch: Composer
+        saves on an epoch's last batch before its clock moves on, and resuming there yields an empty
+        pass that ends the epoch.
         """
         if self.active is not None:
             plan = self.active
-            consumed = num_samples if from_beginning else plan.start + num_samples
-            if consumed >= epoch_samples(plan):
-                return IterationPlan(plan.epoch + 1, 0, global_batch_size, plan.num_canonical_nodes), 0
-            return plan, consumed
-        if self.pending is not None and num_samples == 0:
-            return self.pending
+            return plan, num_samples if from_beginning else plan.start + num_samples
+        if self.pending is not None:
+            if num_samples == 0 or num_samples == self.pending.sample_in_epoch:
+                return self.pending
+            return IterationPlan(
+                self.pending.epoch, 0, self.pending.epoch_batch_size, self.pending.num_canonical_nodes
+            ), num_samples
+        if self.finished is not None and num_samples:
+            plan = self.finished
+            return plan, num_samples if from_beginning else plan.start + num_samples
         return IterationPlan(self.next_epoch, 0, global_batch_size, num_canonical_nodes), num_samples
 
     def load(self, state: ResumeState | None) -> None:
@@ -108,9 +117,11 @@ class EpochCursor:
         self.pending = state
         if state is not None:
             self.active = None
+            self.finished = None
             self.next_epoch = state.epoch
 
     def set_epoch(self, epoch: int) -> None:
         self.pending = None
         self.active = None
+        self.finished = None
         self.next_epoch = epoch

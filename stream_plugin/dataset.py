@@ -23,6 +23,7 @@ from stream_plugin.errors import ConfigError, StateError
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.iteration import read_samples
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
+from stream_plugin.order.partition import rank_worker_batches, remaining_global_batches
 from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
 from stream_plugin.shard_access import ShardAccess
@@ -167,6 +168,7 @@ class StreamingDataset(IterableDataset):
         )
         # Position bookkeeping; workers receive a copy when the loader starts them.
         self._cursor = EpochCursor()
+        self._resumed_canonical_nodes: int | None = None
         # Process-local; rebuilt lazily after pickling.
         self._access: ShardAccess | None = None
 
@@ -242,10 +244,11 @@ class StreamingDataset(IterableDataset):
         return self.batch_size
 
     def _canonical_nodes(self) -> int:
-        # MosaicML's default: the number of physical nodes of the first run; kept in the resume state.
-        if self.num_canonical_nodes is None:
-            self.num_canonical_nodes = self.world.num_nodes
-        return self.num_canonical_nodes
+        # A checkpoint's value wins; else the user's; else MosaicML's default, the number of physical
+        # nodes (kept in the resume state, so a resume on another node count keeps the order).
+        if self._resumed_canonical_nodes is not None:
+            return self._resumed_canonical_nodes
+        return self.num_canonical_nodes if self.num_canonical_nodes is not None else self.world.num_nodes
 
     def __len__(self) -> int:
         """Samples this device yields per epoch: ``ceil(epoch_size / global batch) * batch_size``."""
@@ -318,6 +321,13 @@ class StreamingDataset(IterableDataset):
     def _end_iteration(self, plan: IterationPlan) -> None:
         self._cursor.end(plan)
 
+    def _batches_in_pass(self, plan: IterationPlan) -> int:
+        """How many batches every rank yields in the pass ``plan`` (fewer than ``len(loader)`` on resume)."""
+        remaining = remaining_global_batches(
+            self._order(plan), consumed=plan.start, global_batch_size=self.global_batch_size
+        )
+        return len(remaining)
+
     def _order(self, plan: IterationPlan) -> EpochOrder:
         return self._planner.order(
             plan.epoch,
@@ -335,7 +345,6 @@ class StreamingDataset(IterableDataset):
         found = self._cursor.position(
             num_samples,
             from_beginning,
-            epoch_samples=lambda plan: int(self._order(plan).batches.size),
             global_batch_size=self.global_batch_size,
             num_canonical_nodes=self._canonical_nodes(),
         )
@@ -384,7 +393,7 @@ class StreamingDataset(IterableDataset):
                 f"num_canonical_nodes: expected {state.num_canonical_nodes} as in the checkpoint, found "
                 f"{self.num_canonical_nodes}; leave it unset (None) to take the checkpoint's value"
             )
-        self.num_canonical_nodes = state.num_canonical_nodes
+        self._resumed_canonical_nodes = state.num_canonical_nodes
         self._cursor.load(state)
 
     def set_epoch(self, epoch: int) -> None:
@@ -421,8 +430,6 @@ class StreamingDataset(IterableDataset):
 
     def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
         """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""
-        from stream_plugin.order.partition import rank_worker_batches
-
         batches = rank_worker_batches(
             self._order(plan),
             consumed=plan.start,

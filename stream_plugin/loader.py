@@ -72,7 +72,7 @@ class StreamingDataLoader(DataLoader):
             yield from super().__iter__()
             return
         plan = dataset._begin_iteration()
-        dataset._cursor.loader_began = self.num_workers == 0
+        dataset._cursor.loader_plan = plan  # read by the main process, or pickled to new workers
         if self.num_workers and self.persistent_workers:
             if not self._workers_would_follow(plan, dataset.global_batch_size):
                 self._restart_workers()
@@ -80,10 +80,19 @@ class StreamingDataLoader(DataLoader):
             self._worker_passes += 1
         self._plan = plan
         self._batches_yielded = 0
-        for batch in super().__iter__():
+        pass_batches = dataset._batches_in_pass(plan)
+        if pass_batches == 0:  # resumed at the very end of an epoch: this pass only closes it
+            dataset._end_iteration(plan)
+        batches = super().__iter__()
+        if self.num_workers:
+            dataset._cursor.loader_plan = None  # the workers now hold their copies
+        for batch in batches:
             self._batches_yielded += 1
+            if self._batches_yielded == pass_batches:
+                # Before handing out the last batch: callers such as Composer read a pass with
+                # islice(loader, len(loader)) and never come back for the end of the iterator.
+                dataset._end_iteration(plan)
             yield batch
-        dataset._end_iteration(plan)
         self._plan = None
 
     def samples_consumed(self) -> int:

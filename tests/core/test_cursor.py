@@ -4,7 +4,7 @@ from stream_plugin.cursor import EpochCursor, IterationPlan
 from stream_plugin.state import ResumeState
 
 G = 8
-EPOCH = 100  # samples in every epoch, for these tests
+EPOCH = 96  # samples in an epoch, for these tests
 
 
 def begin(cursor: EpochCursor) -> IterationPlan:
@@ -12,9 +12,7 @@ def begin(cursor: EpochCursor) -> IterationPlan:
 
 
 def position(cursor: EpochCursor, num_samples: int) -> object:
-    return cursor.position(
-        num_samples, True, epoch_samples=lambda plan: EPOCH, global_batch_size=G, num_canonical_nodes=2
-    )
+    return cursor.position(num_samples, True, global_batch_size=G, num_canonical_nodes=2)
 
 
 def test_passes_run_to_their_end_advance_the_epoch() -> None:
@@ -38,11 +36,36 @@ def test_zero_samples_between_epochs_is_the_next_epoch_not_a_replay() -> None:
     assert (plan.epoch, consumed) == (1, 0)
 
 
-def test_a_pass_consumed_to_its_end_is_the_next_epoch() -> None:
+def test_a_count_after_a_finished_pass_is_a_position_in_that_epoch() -> None:
     cursor = EpochCursor()
-    begin(cursor)
-    plan, consumed = position(cursor, EPOCH)  # type: ignore[misc]
-    assert (plan.epoch, consumed) == (1, 0)
+    plan = begin(cursor)
+    cursor.end(plan)
+    assert position(cursor, EPOCH) == (plan, EPOCH)  # Composer's save on the last batch
+
+
+def test_a_pending_state_is_described_with_its_own_batch_size() -> None:
+    cursor = EpochCursor()
+    state = ResumeState(
+        epoch=1, sample_in_epoch=0, epoch_batch_size=4, num_canonical_nodes=2, shuffle_seed=1, fingerprint="f"
+    )
+    cursor.load(state)
+    plan, consumed = position(cursor, 12)  # type: ignore[misc]
+    assert (plan.epoch, plan.epoch_batch_size, consumed) == (1, 4, 12)
+
+
+def test_an_epoch_loaded_at_sample_zero_is_planned_with_todays_batch_size() -> None:
+    cursor = EpochCursor()
+    cursor.load(
+        ResumeState(
+            epoch=1,
+            sample_in_epoch=0,
+            epoch_batch_size=4,
+            num_canonical_nodes=2,
+            shuffle_seed=1,
+            fingerprint="f",
+        )
+    )
+    assert begin(cursor) == IterationPlan(1, 0, G, 2)
 
 
 def test_a_loaded_state_is_reported_until_a_pass_applies_it_once() -> None:
@@ -73,7 +96,7 @@ def test_workers_start_with_the_loaders_plan_then_advance_one_epoch_per_pass() -
             fingerprint="f",
         )
     )
-    begin(cursor)
+    cursor.loader_plan = begin(cursor)
     worker = pickle.loads(pickle.dumps(cursor))
     assert worker.plan_in_worker(global_batch_size=G, num_canonical_nodes=2) == IterationPlan(2, 40, G, 2)
     assert worker.plan_in_worker(global_batch_size=G, num_canonical_nodes=2) == IterationPlan(3, 0, G, 2)
@@ -82,7 +105,7 @@ def test_workers_start_with_the_loaders_plan_then_advance_one_epoch_per_pass() -
 def test_the_main_process_takes_the_loaders_plan_once() -> None:
     cursor = EpochCursor()
     plan = begin(cursor)
-    cursor.loader_began = True
+    cursor.loader_plan = plan
     assert cursor.plan_in_main_process(global_batch_size=G, num_canonical_nodes=2) == plan
     assert cursor.plan_in_main_process(global_batch_size=G, num_canonical_nodes=2).epoch == 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,12 +90,32 @@ def test_composer_style_zero_samples_after_an_epoch_means_next_epoch(remote_1k: 
     assert (state["epoch"], state["sample_in_epoch"]) == (1, 0)
 
 
-def test_state_on_the_last_batch_of_an_epoch_resumes_into_the_next(remote_1k: Path, tmp_path: Path) -> None:
+def test_state_on_the_last_batch_of_an_epoch_closes_it_then_continues(
+    remote_1k: Path, tmp_path: Path
+) -> None:
     reference = run_epochs(make_loader(remote_1k, tmp_path), 2)
     loader = make_loader(remote_1k, tmp_path)
     take_ids(loader, 125)  # every batch taken, but the loader was not asked for more
+    state = loader.state_dict()
+    assert (state["epoch"], state["sample_in_epoch"]) == (0, 1000)
     resumed = make_loader(remote_1k, tmp_path)
-    resumed.load_state_dict(loader.state_dict())
+    resumed.load_state_dict(state)
+    assert take_ids(resumed) == []  # the rest of epoch 0 is empty: the caller's epoch loop ends it
+    assert take_ids(resumed) == reference[1]
+
+
+def test_composer_reading_epochs_with_islice_never_replays_an_epoch(remote_1k: Path, tmp_path: Path) -> None:
+    reference = run_epochs(make_loader(remote_1k, tmp_path), 2)
+    loader = make_loader(remote_1k, tmp_path, workers=2)
+    batches = [[int(i) for i in batch["id"]] for batch in itertools.islice(loader, len(loader))]
+    assert batches == reference[0]
+    dataset = loader.dataset
+    at_boundary = dataset.state_dict(0, True)  # '1ep' save: Composer's clock already moved on
+    on_last_batch = dataset.state_dict(1000, True)  # a save on the last batch, clock still in epoch 0
+    assert (at_boundary["epoch"], at_boundary["sample_in_epoch"]) == (1, 0)
+    assert (on_last_batch["epoch"], on_last_batch["sample_in_epoch"]) == (0, 1000)
+    resumed = make_loader(remote_1k, tmp_path)
+    resumed.load_state_dict(at_boundary)
     assert take_ids(resumed) == reference[1]
 
 
