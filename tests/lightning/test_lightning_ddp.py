@@ -25,23 +25,34 @@ from stream_plugin_lightning import is_complete_checkpoint, latest_checkpoint
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-@pytest.mark.parametrize("signalled_rank", [0, 1])
+@pytest.mark.parametrize(
+    ("signalled", "num_workers"),
+    [
+        ("rank 0", 0),  # what Kubernetes does: SIGTERM to the main process only
+        ("rank 1", 0),  # only a non-zero rank knows: the ranks must still agree
+        ("process group", 2),  # what a shell or SLURM does: every rank and DataLoader worker
+    ],
+)
 def test_sigterm_mid_epoch_on_two_processes_resumes_exactly_on_one(
-    reference: Reference, tmp_path: Path, signalled_rank: int
+    reference: Reference, tmp_path: Path, signalled: str, num_workers: int
 ) -> None:
     config = reference.run_config(
         tmp_path,
         "two",
         devices=2,
+        num_workers=num_workers,
         preemption=True,
         check_every_n_steps=3,
-        step_delay=0.03,
+        step_delay=0.05,
         print_progress=True,
     )
     process = start_process(config)
     wait_for_progress(process, epoch=1, batch=2)
-    pid = process.pid if signalled_rank == 0 else int((Path(config.records) / "pid-rank1").read_text())
-    os.kill(pid, signal.SIGTERM)
+    if signalled == "process group":
+        os.killpg(process.pid, signal.SIGTERM)  # the group this test started (start_new_session)
+    else:
+        pid = process.pid if signalled == "rank 0" else int((Path(config.records) / "pid-rank1").read_text())
+        os.kill(pid, signal.SIGTERM)
     status, output = finish_process(process)
 
     assert status == 143, output[-4000:]

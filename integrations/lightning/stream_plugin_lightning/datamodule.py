@@ -24,7 +24,7 @@ from stream_plugin import StreamingDataset
 from stream_plugin.errors import ConfigError, StateError
 from stream_plugin.world import detect_world
 from stream_plugin_lightning.batch_sizes import BatchSizes, check_positive, resolve_batch_sizes
-from stream_plugin_lightning.loaders import EvalLoader, TrainLoader
+from stream_plugin_lightning.loaders import EvalLoader, TrainLoader, WorkerInit
 from stream_plugin_lightning.progress import TrainPosition, batches_per_epoch, state_at, train_position
 from stream_plugin_lightning.specs import DatasetSpec, as_dataset_spec
 
@@ -51,7 +51,9 @@ class StreamingDataModule(pl.LightningDataModule):
             processes.
         eval_batch_size: per-device batch size for val / test / predict (default: the training one).
         num_workers, pin_memory, persistent_workers, prefetch_factor, timeout, multiprocessing_context,
-            collate_fn: passed to every ``StreamingDataLoader``.
+            collate_fn, worker_init_fn: passed to every ``StreamingDataLoader``. Workers ignore SIGTERM and
+            SIGUSR1 (see ``loaders.WorkerInit``) so that a signal to the whole process group reaches only
+            the processes that act on it.
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class StreamingDataModule(pl.LightningDataModule):
         timeout: float = 0,
         multiprocessing_context: Literal["fork", "spawn", "forkserver"] | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        worker_init_fn: Callable[[int], None] | None = None,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -109,6 +112,7 @@ class StreamingDataModule(pl.LightningDataModule):
             "timeout": timeout,
             "multiprocessing_context": multiprocessing_context,
             "collate_fn": collate_fn,
+            "worker_init_fn": WorkerInit(worker_init_fn),
         }
         self.datasets: dict[Split, StreamingDataset] = {}
         self._batch_sizes: BatchSizes | None = None
