@@ -74,6 +74,17 @@ class PreemptionCheckpoint(Callback):
         self._previous = signal.signal(signal.SIGTERM, self._on_signal)
         self._installed = True
 
+    def _ignore_further_sigterm(self) -> None:
+        """From here on SIGTERM is ignored, through interpreter shutdown.
+
+        When one rank exits, the ``composer`` launcher SIGTERMs the others. They are exiting too, but
+        Python resets its own handlers to the default at shutdown, and a SIGTERM then would kill the rank
+        (code -15, which the launcher reports instead of ours). SIG_IGN survives the shutdown.
+        """
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            self._installed = False
+
     def _uninstall(self) -> None:
         if not self._installed or threading.current_thread() is not threading.main_thread():
             return
@@ -109,6 +120,7 @@ class PreemptionCheckpoint(Callback):
             int(state.timestamp.batch),
             self.exit_code,
         )
+        self._ignore_further_sigterm()
         raise SystemExit(self.exit_code)
 
     def fit_end(self, state: State, logger: Logger) -> None:
