@@ -6,14 +6,28 @@ exact position of training. The state is the dataset's resume state: a flat dict
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 
 from stream_plugin.cursor import IterationPlan
 from stream_plugin.dataset import StreamingDataset
 from stream_plugin.errors import ConfigError
+
+
+def collate_zero_copy(batch: list[Any]) -> Any:
+    """``default_collate`` without its warning about read-only arrays.
+
+    ``ndarray`` columns are zero-copy, read-only views of the shard; collate copies them when it
+    stacks the batch, so the warning PyTorch prints once per process is noise.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="The given NumPy array is not writable", category=UserWarning
+        )
+        return default_collate(batch)
 
 
 class StreamingDataLoader(DataLoader):
@@ -33,6 +47,8 @@ class StreamingDataLoader(DataLoader):
                     f"per-device batch_size, found {batch_size}; pass the same value to both (or leave the "
                     "dataset's unset)"
                 )
+        if kwargs.get("collate_fn") is None and batch_size is not None:
+            kwargs["collate_fn"] = collate_zero_copy
         super().__init__(dataset, batch_size=batch_size, **kwargs)
         if isinstance(dataset, StreamingDataset):
             dataset.check_cache_limit(self.num_workers)

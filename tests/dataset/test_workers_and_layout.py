@@ -99,3 +99,22 @@ def test_loader_fills_in_an_unset_dataset_batch_size(remote_1k: Path, tmp_path: 
     dataset = StreamingDataset(remote=f"file://{remote_1k}", local=str(tmp_path))
     loader = StreamingDataLoader(dataset, batch_size=16)
     assert dataset.batch_size == 16 and len(loader) == 63
+
+
+def test_ndarray_batches_collate_without_the_read_only_warning(tmp_path: Path) -> None:
+    import warnings
+
+    import numpy as np
+
+    from stream_plugin import MDSWriter
+
+    with MDSWriter(out=str(tmp_path / "arrays"), columns={"x": "ndarray:float32:3"}) as writer:
+        for i in range(16):
+            writer.write({"x": np.full(3, i, np.float32)})
+    dataset = StreamingDataset(local=str(tmp_path / "arrays"), batch_size=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batches = list(StreamingDataLoader(dataset, batch_size=4))
+    assert batches[0]["x"].shape == (4, 3)
+    batches[0]["x"][0, 0] = -1.0  # collate copied: the batch is writable and the shard untouched
+    assert dataset[0]["x"][0] == 0.0
