@@ -10,16 +10,16 @@
 from stream_plugin_composer.autoresume import run_is_complete, set_aside_unfinished_checkpoints
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_dataspec
-from stream_plugin_composer.preemption import PreemptionCheckpoint, ignore_sigterm_in_worker
+from stream_plugin_composer.preemption import PreemptionCheckpoint, sigterm_guard_for_workers
 from stream_plugin_composer.resumption import ExactDataResumption
 
 __all__ = [
     "ExactDataResumption",
     "PreemptionCheckpoint",
     "build_streaming_dataspec",
-    "ignore_sigterm_in_worker",
     "num_samples_in_batch",
     "run_is_complete",
     "set_aside_unfinished_checkpoints",
+    "sigterm_guard_for_workers",
     "streaming_dataspec",
 ]

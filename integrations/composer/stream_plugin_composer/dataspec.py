@@ -20,7 +20,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.loader import StreamingDataLoader
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.config import dataset_arguments, device_batch_size_of, resolve_callable
-from stream_plugin_composer.preemption import ignore_sigterm_in_worker
+from stream_plugin_composer.preemption import sigterm_guard_for_workers
 
 
 def streaming_dataspec(
@@ -82,7 +82,7 @@ def build_streaming_dataspec(
             persistent_workers=persistent_workers,
             # A preemption signal sent to the whole process group must not kill the workers mid-batch:
             # the main process finishes the batch, checkpoints, and shuts them down itself.
-            worker_init_fn=ignore_sigterm_in_worker,
+            worker_init_fn=sigterm_guard_for_workers(),
         )
     loader = StreamingDataLoader(
         streaming,
