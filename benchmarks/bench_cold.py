@@ -21,19 +21,20 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import PeakMemory, median_of, ratio, run_child, spread_of
 from benchmarks.libraries import LoaderSpec, batch_length, import_library, make_loader, s3_environment
 from benchmarks.options import Options
-from benchmarks.s3 import loopback_s3
 from benchmarks.workloads import LARGE_SAMPLES, OURS, Workload, dataset_bytes, prepare
 
 FIGURE = "cold"
 TITLE = "Cold start from S3 on loopback"
 WORKERS = (0, 2)
 BOTO3 = "plain boto3"
+PAIRS_PER_ROUND = 3
 SMOKE_WORKLOAD = Workload(1_000, 8 * 1024)
 
 
@@ -49,7 +50,7 @@ def fresh_folder() -> Iterator[str]:
 
 def cold_epoch(library: str, remote: str, num_workers: int, endpoint_url: str) -> dict[str, Any]:
     """One epoch from an empty cache: time to the first batch, then the whole epoch."""
-    import_library(library)
+    import_library(library, remote=True)
     with fresh_folder() as local, PeakMemory() as memory:
         spec = LoaderSpec(
             library, local, remote=remote, shuffle=True, num_workers=num_workers, endpoint_url=endpoint_url
@@ -76,7 +77,7 @@ def cold_epoch(library: str, remote: str, num_workers: int, endpoint_url: str) -
 
 def first_sample(library: str, remote: str, endpoint_url: str) -> dict[str, Any]:
     """``next(iter(dataset))`` from an empty cache, dataset construction included."""
-    import_library(library)
+    import_library(library, remote=True)
     with fresh_folder() as local:
         spec = LoaderSpec(library, local, remote=remote, shuffle=False, endpoint_url=endpoint_url)
         start = time.perf_counter()
@@ -98,7 +99,7 @@ def _bucket_and_prefix(remote: str) -> tuple[str, str]:
 
 def boto3_first_shard(remote: str, endpoint_url: str) -> dict[str, Any]:
     """Plain boto3: a client, ``index.json`` parsed, and the first shard on disk."""
-    import boto3  # noqa: F401  (imported before the timer, like the libraries)
+    import boto3.s3.transfer  # noqa: F401  (imported before the timer, like the libraries)
 
     bucket, prefix = _bucket_and_prefix(remote)
     with fresh_folder() as local:
@@ -144,6 +145,8 @@ def measure(options: Options) -> dict[str, Any]:
     workload = SMOKE_WORKLOAD if options.smoke else LARGE_SAMPLES
     libraries = options.libraries
     folders = prepare(options.data_root, workload, libraries)
+    from benchmarks.s3 import loopback_s3  # the server (moto) lives in the harness, never in a child
+
     server = loopback_s3()
     remotes = {lib: server.remote(folders[lib], f"{workload.slug}/{lib}") for lib in libraries}
     env = s3_environment(server.endpoint_url)
@@ -151,6 +154,36 @@ def measure(options: Options) -> dict[str, Any]:
     epochs: dict[tuple[str, int], list[Any]] = {}
     firsts: dict[str, list[Any]] = {}
     loops: dict[str, list[Any]] = {}
+    first_sample_runners = {
+        **{
+            library: partial(
+                run_child,
+                "benchmarks.bench_cold:first_sample",
+                env=env,
+                library=library,
+                remote=remotes[library],
+                endpoint_url=endpoint,
+            )
+            for library in libraries
+        },
+        BOTO3: partial(
+            run_child,
+            "benchmarks.bench_cold:boto3_first_shard",
+            env=env,
+            remote=remotes[OURS],
+            endpoint_url=endpoint,
+        ),
+    }
+    loop_runners = {
+        OURS: partial(run_child, "benchmarks.bench_cold:ours_download_loop", env=env, remote=remotes[OURS]),
+        BOTO3: partial(
+            run_child,
+            "benchmarks.bench_cold:boto3_download_loop",
+            env=env,
+            remote=remotes[OURS],
+            endpoint_url=endpoint,
+        ),
+    }
     for _ in range(options.rounds):
         for workers in (0,) if options.smoke else WORKERS:
             for library in libraries:
@@ -164,35 +197,12 @@ def measure(options: Options) -> dict[str, Any]:
                         endpoint_url=endpoint,
                     )
                 )
-        for library in libraries:
-            firsts.setdefault(library, []).append(
-                run_child(
-                    "benchmarks.bench_cold:first_sample",
-                    env=env,
-                    library=library,
-                    remote=remotes[library],
-                    endpoint_url=endpoint,
-                )
-            )
-        firsts.setdefault(BOTO3, []).append(
-            run_child(
-                "benchmarks.bench_cold:boto3_first_shard",
-                env=env,
-                remote=remotes[OURS],
-                endpoint_url=endpoint,
-            )
-        )
-        loops.setdefault(OURS, []).append(
-            run_child("benchmarks.bench_cold:ours_download_loop", env=env, remote=remotes[OURS])
-        )
-        loops.setdefault(BOTO3, []).append(
-            run_child(
-                "benchmarks.bench_cold:boto3_download_loop",
-                env=env,
-                remote=remotes[OURS],
-                endpoint_url=endpoint,
-            )
-        )
+        # Issue 3's pairs are short and noisy: several runs per round, the order flipped each time.
+        for repeat in range(1 if options.smoke else PAIRS_PER_ROUND):
+            for runners, results in ((first_sample_runners, firsts), (loop_runners, loops)):
+                names = list(runners) if repeat % 2 == 0 else list(reversed(runners))
+                for name in names:
+                    results.setdefault(name, []).append(runners[name]())
     return {
         "workload": workload.name,
         "dataset_bytes": dataset_bytes(folders[OURS]),

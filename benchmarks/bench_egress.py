@@ -20,7 +20,6 @@ from benchmarks.bench_cold import fresh_folder
 from benchmarks.common import run_child
 from benchmarks.libraries import LoaderSpec, batch_length, import_library, make_loader, s3_environment
 from benchmarks.options import Options
-from benchmarks.s3 import loopback_s3
 from benchmarks.workloads import LARGE_SAMPLES, LITDATA, OURS, Workload, prepare
 
 FIGURE = "egress"
@@ -41,7 +40,7 @@ def node_epoch(
     library: str, remote: str, endpoint_url: str, rank: int, world_size: int, store: str
 ) -> dict[str, Any]:
     """One node's epoch (this process is rank ``rank`` of ``world_size``, alone on its node)."""
-    import_library(library)
+    import_library(library, remote=True)
     if library == LITDATA:
         import torch.distributed as dist
 
@@ -86,6 +85,8 @@ def measure(options: Options) -> dict[str, Any]:
     workload = SMOKE_WORKLOAD if options.smoke else LARGE_SAMPLES
     libraries = options.libraries
     folders = prepare(options.data_root, workload, libraries)
+    from benchmarks.s3 import loopback_s3  # the server (moto) lives in the harness, never in a child
+
     server = loopback_s3()
     rows = []
     for nodes in (1, 2) if options.smoke else NODE_COUNTS:

@@ -9,10 +9,11 @@ a budget, over the time since the first batch; the time to the first batch is re
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import PeakMemory, median_of, ratio, run_child, spread_of, vm_peak_mib
+from benchmarks.common import PeakMemory, median_of, private_mib, ratio, run_child, spread_of, vm_peak_mib
 from benchmarks.libraries import BATCH_SIZE, LoaderSpec, batch_length, import_library, make_loader
 from benchmarks.options import Options
 from benchmarks.workloads import BARE, LITDATA, MOSAICML, OURS, folder_for, prepare
@@ -28,6 +29,7 @@ def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budg
     """One timed pass in this (fresh) process."""
     import_library(library)
     baseline_mib = vm_peak_mib()
+    baseline_private_mib = private_mib()
     with PeakMemory() as memory:
         start = time.perf_counter()
         _, loader = make_loader(LoaderSpec(library, local, shuffle=shuffle, num_workers=num_workers))
@@ -48,6 +50,9 @@ def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budg
         "baseline_mib": baseline_mib,
         "main_peak_mib": memory.main_mib,
         "workers_peak_mib": memory.workers_mib(),
+        "baseline_private_mib": baseline_private_mib,
+        "main_private_mib": memory.main_private_mib,
+        "workers_private_mib": memory.workers_private_mib(),
     }
 
 
@@ -113,32 +118,45 @@ def render(result: dict[str, Any]) -> str:
 
 def extra_sections(result: dict[str, Any]) -> list[tuple[str, str]]:
     note = (
-        "Peak RSS (VmHWM) of the main process and of each DataLoader worker, in the shuffled runs above. "
-        "Touched pages of memory-mapped shards count in RSS (they are shared page cache, not private "
-        'memory); "after imports" is the main process\'s peak before the dataset was built.'
+        "Per process, in the shuffled runs above: peak RSS (VmHWM) and the largest private memory "
+        "(RssAnon, polled every 50 ms) of the main process and of each DataLoader worker, in MiB. RSS "
+        "counts the touched pages of memory-mapped shards (shared page cache: the bare ceiling keeps "
+        "every shard mapped, so its RSS grows to the dataset size); private memory is what the library "
+        'itself allocates. "After imports" is the main process before the dataset was built (torch '
+        "and the library imported)."
     )
-    return [("Peak RSS, main process and each worker", note + "\n\n" + render_memory(result))]
+    return [("Peak memory, main process and each worker", note + "\n\n" + render_memory(result))]
+
+
+def _per_worker(runs: list[dict[str, Any]], key: str) -> str:
+    """Median over runs of each worker's value, as "a, b"; "-" without workers."""
+    per_run = [run.get(key, []) for run in runs]
+    count = max(len(values) for values in per_run)
+    medians = [median_of([values[i] for values in per_run if len(values) > i]) for i in range(count)]
+    return ", ".join(f"{value:,.0f}" for value in medians) or "-"
+
+
+def _median_field(runs: list[dict[str, Any]], key: str) -> float:
+    return median_of([run.get(key, 0.0) for run in runs])
 
 
 def render_memory(result: dict[str, Any]) -> str:
-    """Peak RSS per process for the shuffled runs."""
+    """Peak RSS and private memory per process for the shuffled runs."""
     lines = [
-        "| workload | workers | library | main peak MiB | of which after imports | worker peaks MiB |",
-        "|---|---|---|---|---|---|",
+        "| workload | workers | library | main RSS peak | main private peak | after imports (RSS / private) "
+        "| worker RSS peaks | worker private peaks |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         if not row["shuffle"]:
             continue
         runs = row["runs"]
-        main = median_of([run["main_peak_mib"] for run in runs])
-        baseline = median_of([run["baseline_mib"] for run in runs])
-        per_worker = [run["workers_peak_mib"] for run in runs]
-        count = max(len(peaks) for peaks in per_worker)
-        workers = [median_of([peaks[i] for peaks in per_worker if len(peaks) > i]) for i in range(count)]
-        shown = ", ".join(f"{peak:,.0f}" for peak in workers) or "-"
+        median = partial(_median_field, runs)
         lines.append(
-            f"| {row['workload']} | {row['workers']} | {row['library']} | {main:,.0f} | {baseline:,.0f} | "
-            f"{shown} |"
+            f"| {row['workload']} | {row['workers']} | {row['library']} | {median('main_peak_mib'):,.0f} | "
+            f"{median('main_private_mib'):,.0f} | {median('baseline_mib'):,.0f} / "
+            f"{median('baseline_private_mib'):,.0f} | {_per_worker(runs, 'workers_peak_mib')} | "
+            f"{_per_worker(runs, 'workers_private_mib')} |"
         )
     return "\n".join(lines)
 

@@ -39,6 +39,7 @@ def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) ->
     from stream_plugin.order.layout import DatasetShape
     from stream_plugin.order.plan import OrderConfig, plan_epoch
 
+    rss_after_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     per_shard = -(-num_samples // shards)
     sizes = np.full(shards, per_shard, dtype=np.int64)
     sizes[-1] = num_samples - per_shard * (shards - 1)
@@ -56,7 +57,13 @@ def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) ->
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
     assert order.num_samples == num_samples
-    return {"samples": num_samples, "seconds": seconds, "peak_rss_mib": peak, "rss_before_mib": rss_before}
+    return {
+        "samples": num_samples,
+        "seconds": seconds,
+        "peak_rss_mib": peak,
+        "rss_before_mib": rss_before,
+        "rss_after_imports_mib": rss_after_imports,
+    }
 
 
 def mosaicml_run_one(num_samples: int, nodes: int, batch: int, shards: int) -> dict[str, float]:
@@ -65,6 +72,7 @@ def mosaicml_run_one(num_samples: int, nodes: int, batch: int, shards: int) -> d
     from streaming.base.partition import get_partitions
     from streaming.base.shuffle import get_shuffle
 
+    rss_after_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     per_shard = -(-num_samples // shards)
     sizes = np.full(shards, per_shard, dtype=np.int64)
     sizes[-1] = num_samples - per_shard * (shards - 1)
@@ -79,7 +87,13 @@ def mosaicml_run_one(num_samples: int, nodes: int, batch: int, shards: int) -> d
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert (work != -1).sum() == num_samples
-    return {"samples": num_samples, "seconds": seconds, "peak_rss_mib": peak, "rss_before_mib": rss_before}
+    return {
+        "samples": num_samples,
+        "seconds": seconds,
+        "peak_rss_mib": peak,
+        "rss_before_mib": rss_before,
+        "rss_after_imports_mib": rss_after_imports,
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -123,23 +137,40 @@ def measure(options: Any) -> dict[str, Any]:
     return {"rows": rows, "nodes": FIGURE_NODES, "batch": FIGURE_BATCH, "shards": FIGURE_SHARDS}
 
 
-def render(result: dict[str, Any]) -> str:
-    from benchmarks.common import median_of, spread_of
+def _planning_mib(run: dict[str, float]) -> float:
+    """Peak RSS over the process after its imports: the input ids plus everything planning allocates."""
+    return run["peak_rss_mib"] - run.get("rss_after_imports_mib", run["rss_before_mib"])
 
+
+def render(result: dict[str, Any]) -> str:
+    from benchmarks.common import median_of, ratio, spread_of
+
+    ours_seconds = {
+        row["size"]: median_of([run["seconds"] for run in row["runs"]])
+        for row in result["rows"]
+        if row["library"] == "stream_plugin" and row["algo"] == f"shuffle_algo={OURS_ALGOS[0]}"
+    }
     lines = [
         f"One epoch's global order, {result['shards']:,} shards, num_canonical_nodes={result['nodes']}, "
-        f"global batch {result['batch']}; peak RSS of the planning process (and before planning).",
+        f'global batch {result["batch"]}, in a fresh process per run. "Planning MiB" is the peak RSS '
+        "minus the RSS after imports: the input sample ids (int64, as the sampler hands them over) plus "
+        'everything planning allocates. "After imports" is large because `import stream_plugin.order` '
+        "imports torch through the package's `__init__`. Ours / this compares with our default "
+        f"(`{OURS_ALGOS[0]}`, what `py1e` maps to).",
         "",
-        "| samples | library | shuffle | seconds (median) | spread | peak RSS MiB | before MiB |",
-        "|---|---|---|---|---|---|---|",
+        "| samples | library | shuffle | seconds (median) | spread | planning MiB | peak RSS MiB | after imports "
+        "MiB | ours / this (time) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
-        seconds = [run["seconds"] for run in row["runs"]]
-        peak = median_of([run["peak_rss_mib"] for run in row["runs"]])
-        before = median_of([run["rss_before_mib"] for run in row["runs"]])
+        runs = row["runs"]
+        seconds = [run["seconds"] for run in runs]
         lines.append(
             f"| {row['size']} | {row['library']} | {row['algo']} | {median_of(seconds):.2f} | "
-            f"{spread_of(seconds, 2)} | {peak:,.0f} | {before:,.0f} |"
+            f"{spread_of(seconds, 2)} | {median_of([_planning_mib(run) for run in runs]):,.0f} | "
+            f"{median_of([run['peak_rss_mib'] for run in runs]):,.0f} | "
+            f"{median_of([run.get('rss_after_imports_mib', 0.0) for run in runs]):,.0f} | "
+            f"{ratio(median_of(seconds), ours_seconds[row['size']])} |"
         )
     return "\n".join(lines)
 
@@ -151,9 +182,10 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
     for row in result["rows"]:
         if row["library"] == "stream_plugin" and row["size"] == "100M":
             seconds = median_of([run["seconds"] for run in row["runs"]])
-            peak = median_of([run["peak_rss_mib"] for run in row["runs"]])
-            what = f"plan 100M samples ({row['algo']}): < 5 s and < 2 GB"
-            checks.append((what, f"{seconds:.2f} s, {peak / 1024:.2f} GiB", seconds < 5 and peak < 2048))
+            planning = median_of([_planning_mib(run) for run in row["runs"]])
+            what = f"plan 100M samples ({row['algo']}): < 5 s and < 2 GB (planning memory)"
+            met = seconds < 5 and planning * 2**20 < 2e9
+            checks.append((what, f"{seconds:.2f} s, {planning:,.0f} MiB", met))
     return checks
 
 

@@ -110,29 +110,43 @@ def run_child(
     )
 
 
-def vm_peak_mib(pid: int | str = "self") -> float:
-    """Peak resident set size (VmHWM) of a live process, in MiB; 0 once it has exited."""
+def _status_mib(pid: int | str, field: str) -> float:
+    """A memory field of ``/proc/<pid>/status`` (``VmHWM``, ``RssAnon``, ...) in MiB; 0 once it exited."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
     except (FileNotFoundError, ProcessLookupError):
         pass
     return 0.0
 
 
-class PeakMemory:
-    """Peak RSS of this process and of each child (DataLoader workers), polled from a thread.
+def vm_peak_mib(pid: int | str = "self") -> float:
+    """Peak resident set size (VmHWM) of a live process, in MiB; 0 once it has exited."""
+    return _status_mib(pid, "VmHWM")
 
-    A child's VmHWM only grows, so the last value read before it exits is its peak to within one
-    polling interval. Memory-mapped shard pages that a process touched count in its RSS.
+
+def private_mib(pid: int | str = "self") -> float:
+    """Resident anonymous (private) memory (RssAnon), in MiB: RSS without file and shared pages."""
+    return _status_mib(pid, "RssAnon")
+
+
+class PeakMemory:
+    """Peak memory of this process and of each child (DataLoader workers), polled from a thread.
+
+    Two measures per process: peak RSS (VmHWM, exact for this process; for a child, the last value
+    read before it exits, so within one polling interval) and the largest private memory (RssAnon)
+    seen by the polls. RSS counts the touched pages of memory-mapped shards (shared page cache);
+    private memory does not, so it shows what a library itself allocates.
     """
 
     def __init__(self, interval: float = 0.05) -> None:
         self.interval = interval
         self.children_mib: dict[int, float] = {}
+        self.children_private_mib: dict[int, float] = {}
         self.main_mib = 0.0
+        self.main_private_mib = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -144,17 +158,24 @@ class PeakMemory:
         self._stop.set()
         self._thread.join()
         self.main_mib = vm_peak_mib()
+        self.main_private_mib = max(self.main_private_mib, private_mib())
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):
+            self.main_private_mib = max(self.main_private_mib, private_mib())
             for pid in child_pids():
-                peak = vm_peak_mib(pid)
+                peak, private = vm_peak_mib(pid), private_mib(pid)
                 if peak and not _is_helper(pid):
                     self.children_mib[pid] = max(peak, self.children_mib.get(pid, 0.0))
+                    self.children_private_mib[pid] = max(private, self.children_private_mib.get(pid, 0.0))
 
     def workers_mib(self) -> list[float]:
-        """Each child's peak, in order of process id (start order)."""
+        """Each child's peak RSS, in order of process id (start order)."""
         return [self.children_mib[pid] for pid in sorted(self.children_mib)]
+
+    def workers_private_mib(self) -> list[float]:
+        """Each child's largest private memory seen, in order of process id."""
+        return [self.children_private_mib[pid] for pid in sorted(self.children_private_mib)]
 
 
 def child_pids(pid: int | str = "self") -> list[int]:

@@ -12,6 +12,15 @@ from typing import Any
 from benchmarks.workloads import BARE, LITDATA, MOSAICML, OURS
 
 BATCH_SIZE = 256
+# The loopback server's test credentials (tests/support/s3_server.py), repeated so that measuring
+# processes never import moto: importing it hooks moto's stubber into every botocore client.
+S3_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
 
 
 def collate_samples(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,8 +126,12 @@ def _bare(spec: LoaderSpec) -> tuple[Any, Any]:
     )
 
 
-def import_library(library: str) -> None:
-    """Import a library (and torch) before any timer starts, so import time is never measured."""
+def import_library(library: str, *, remote: bool = False) -> None:
+    """Import a library (and torch) before any timer starts, so import time is never measured.
+
+    With ``remote``, also the S3 client stack (boto3, and each library's S3 module), which every
+    library imports lazily on first use; plain boto3's timings exclude its import too.
+    """
     import torch.utils.data  # noqa: F401
 
     if library == OURS:
@@ -127,6 +140,16 @@ def import_library(library: str) -> None:
         import streaming  # noqa: F401
     elif library == LITDATA:
         import litdata  # noqa: F401
+    if remote:
+        import boto3.s3.transfer  # noqa: F401
+        import boto3.session  # noqa: F401
+
+        if library == OURS:
+            import stream_plugin.storage.s3  # noqa: F401
+        elif library == MOSAICML:
+            import streaming.base.storage.download  # noqa: F401
+        elif library == LITDATA:
+            import litdata.streaming.downloader  # noqa: F401
 
 
 def batch_length(batch: Any) -> int:
@@ -139,10 +162,8 @@ def first_id(batch: Any) -> int:
 
 def s3_environment(endpoint_url: str) -> dict[str, str]:
     """Environment for a child that reads the loopback S3 server (every library reads these)."""
-    from benchmarks.s3 import CREDENTIALS
-
     return {
-        **CREDENTIALS,
+        **S3_CREDENTIALS,
         "S3_ENDPOINT_URL": endpoint_url,
         "AWS_ENDPOINT_URL": endpoint_url,
         "AWS_CONFIG_FILE": os.devnull,

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 FIGURE_TITLES = (
     "Write throughput",
     "Iteration throughput from a warm local cache",
-    "Peak RSS, main process and each worker",
+    "Peak memory, main process and each worker",
     "Cold start from S3 on loopback",
     "Resume latency",
     "Epoch-order build time and memory",
