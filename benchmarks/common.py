@@ -84,14 +84,20 @@ RESULT_PREFIX = "BENCHMARK-RESULT "
 
 
 def run_child(
-    target: str, *, env: dict[str, str] | None = None, timeout: float = 1800, **arguments: Any
+    target: str,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 1800,
+    wrapper: Sequence[str] = (),
+    **arguments: Any,
 ) -> Any:
     """Call ``module:function(**arguments)`` in a fresh interpreter (``benchmarks.child``); return its result.
 
     A fresh process per measurement gives each library the same cold start, its own peak RSS, and no
     leftovers (MosaicML's shared memory, litdata's worker state) from the library measured before it.
+    ``wrapper`` is a command prefix (see ``private_shm_wrapper``).
     """
-    command = [sys.executable, "-m", "benchmarks.child", target, json.dumps(arguments)]
+    command = [*wrapper, sys.executable, "-m", "benchmarks.child", target, json.dumps(arguments)]
     completed = subprocess.run(
         command,
         cwd=REPO_DIR,
@@ -108,6 +114,20 @@ def run_child(
         f"{target}({arguments}): expected a result line from the child process, found exit code "
         f"{completed.returncode}; its stderr ends with:\n{completed.stderr[-3000:]}"
     )
+
+
+PRIVATE_SHM = ("unshare", "--mount", "sh", "-c", 'mount -t tmpfs tmpfs /dev/shm && exec "$@"', "sh")
+
+
+def private_shm_wrapper() -> tuple[str, ...] | None:
+    """A command prefix giving a process its own empty ``/dev/shm`` (a new mount namespace), or None
+    where that is not allowed (it needs root or user namespaces). MosaicML coordinates a node through
+    ``/dev/shm``, so simulated nodes on one machine need one each."""
+    try:
+        probe = subprocess.run([*PRIVATE_SHM, "true"], capture_output=True, timeout=30, check=False)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return None
+    return PRIVATE_SHM if probe.returncode == 0 else None
 
 
 def _status_mib(pid: int | str, field: str) -> float:

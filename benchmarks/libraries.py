@@ -76,7 +76,8 @@ def _mosaicml(spec: LoaderSpec) -> tuple[Any, Any]:
     from streaming import StreamingDataLoader, StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
-    clean_stale_shared_memory()
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:  # with several ranks it would need their process group
+        clean_stale_shared_memory()
     dataset = StreamingDataset(
         remote=spec.remote,
         local=spec.local,
