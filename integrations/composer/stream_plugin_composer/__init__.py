@@ -10,8 +10,9 @@
 from stream_plugin_composer.autoresume import run_is_complete, set_aside_unfinished_checkpoints
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_dataspec
-from stream_plugin_composer.preemption import PreemptionCheckpoint, sigterm_guard_for_workers
+from stream_plugin_composer.preemption import PreemptionCheckpoint
 from stream_plugin_composer.resumption import ExactDataResumption
+from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 __all__ = [
     "ExactDataResumption",

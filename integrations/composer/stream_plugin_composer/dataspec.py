@@ -20,7 +20,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.loader import StreamingDataLoader
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.config import dataset_arguments, device_batch_size_of, resolve_callable
-from stream_plugin_composer.preemption import sigterm_guard_for_workers
+from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 
 def streaming_dataspec(
