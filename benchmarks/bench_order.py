@@ -101,6 +101,12 @@ def mosaicml_run_one(num_samples: int, nodes: int, batch: int, shards: int) -> d
 
 FIGURE = "order"
 TITLE = "Epoch-order build time and memory"
+DESCRIPTION = (
+    "`plan_epoch` (one epoch's global order) for one stream of 1M / 10M / 100M samples, each run in a "
+    "fresh process so its peak RSS is its own, next to MosaicML Streaming 0.13's arrangement of the same "
+    "shape (its `get_partitions` + `get_shuffle('py1e')` + the two gathers of "
+    "`generate_work_random_batching`)."
+)
 FIGURE_SIZES = ("1M", "10M", "100M")
 SMOKE_SIZES = ("100k",)
 FIGURE_NODES = 8
