@@ -25,12 +25,14 @@ def train_in_process(
     persistent_workers: bool = False,
     loader_in_fit: bool = False,
     device_batch_size: int = GLOBAL_BATCH,
+    peek: bool = False,
 ) -> list[list[int]]:
     """Train (resuming from ``load_path`` if given) and return the recorder's ``[epoch, *ids]`` history.
 
     ``root/cache`` is the dataset cache and ``root/checkpoints`` the save folder, so a resume that
     passes the same ``root`` behaves like a rerun on the same machine. ``loader_in_fit`` hands the
     loader to ``fit()`` instead of the ``Trainer`` (Composer then loads the data state at ``fit``).
+    ``peek`` takes one batch from the loader before training, as a user checking shapes would.
     """
     recorder = SampleRecorder(out=str(root / "history.json"))
     callbacks: list[Callback] = [recorder]
@@ -43,6 +45,8 @@ def train_in_process(
         num_workers=num_workers,
         persistent_workers=persistent_workers,
     )
+    if peek:
+        next(iter(spec.dataloader))
     trainer = Trainer(
         model=model,
         train_dataloader=None if loader_in_fit else spec,

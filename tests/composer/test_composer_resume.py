@@ -108,3 +108,9 @@ def test_a_smaller_global_batch_after_resume_finishes_the_epoch_without_gaps_or_
         trained = Counter(i for batch in resumed if batch[0] == epoch for i in batch[1:])
         assert trained == Counter(range(NUM_SAMPLES)), f"epoch {epoch}"
     assert {len(batch) - 1 for batch in resumed[35:]} == {4}
+
+
+def test_a_batch_peeked_before_fit_does_not_shift_the_epochs(
+    tiny_data: Path, tmp_path: Path, reference_history: list[list[int]]
+) -> None:
+    assert train_in_process(tiny_data, tmp_path, max_duration="3ep", peek=True) == reference_history

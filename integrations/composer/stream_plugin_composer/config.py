@@ -12,9 +12,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from stream_plugin.dataset import StreamingDataset
-from stream_plugin.errors import ConfigError
-from stream_plugin.stream import Stream
+from stream_plugin import ConfigError, Stream, StreamingDataset
 
 
 def _parameters(callable_: Callable[..., Any]) -> list[str]:

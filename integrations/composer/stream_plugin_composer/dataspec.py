@@ -15,9 +15,7 @@ from typing import Any
 from composer.core import DataSpec
 from composer.utils import dist
 
-from stream_plugin.dataset import StreamingDataset
-from stream_plugin.errors import ConfigError
-from stream_plugin.loader import StreamingDataLoader
+from stream_plugin import ConfigError, StreamingDataLoader, StreamingDataset
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.config import dataset_arguments, device_batch_size_of, resolve_callable
 from stream_plugin_composer.workers import sigterm_guard_for_workers

@@ -10,7 +10,9 @@ point at the next epoch while Composer still counts the old one, and the two clo
 This callback stores the position as Composer counts it: ``(timestamp.epoch,
 timestamp.sample_in_epoch)``, plus the global batch size the epoch started with and the dataset's
 fingerprint. Composer loads callbacks before the dataset, so the callback keeps the state and applies
-it at ``FIT_START``, after every path that loads the dataset state and before the first batch.
+it at ``FIT_START``, after every path that loads the dataset state and before the first batch. At
+every ``EPOCH_START`` it also points the dataset at the start of Composer's epoch, so the two clocks
+cannot drift apart, whatever else iterated the loader.
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ from typing import Any
 from composer.core import Callback, State
 from composer.loggers import Logger
 
-from stream_plugin.dataset import StreamingDataset
-from stream_plugin.errors import ConfigError, StateError
-from stream_plugin.loader import StreamingDataLoader
+from stream_plugin import ConfigError, StateError, StreamingDataLoader, StreamingDataset
 from stream_plugin.state import ResumeState
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,13 @@ class ExactDataResumption(Callback):
 
     def epoch_start(self, state: State, logger: Logger) -> None:
         del logger
-        self._epoch_batch_size = streaming_dataset_of(state).global_batch_size
+        dataset = streaming_dataset_of(state)
+        self._epoch_batch_size = dataset.global_batch_size
+        # Composer's epoch E starts here, so the dataset's next pass is epoch E from its first sample,
+        # whatever iterated the loader before (a batch peeked at before fit, a pass cut short by
+        # hand): otherwise every later epoch would be shifted. In the usual case this is exactly the
+        # pass the dataset would start anyway, and persistent workers are kept.
+        dataset.load_state_dict(self.current_state(state).to_dict())
 
     # ------------------------------------------------------------------ state
     def current_state(self, state: State) -> ResumeState:
