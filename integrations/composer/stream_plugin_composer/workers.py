@@ -27,6 +27,8 @@ def sigterm_guard_for_workers() -> Callable[[int], None]:
 
 def _guard_worker_from_sigterm(worker_id: int, *, parent_pid: int) -> None:
     del worker_id
+    if not hasattr(signal, "sigwaitinfo"):
+        return  # macOS and Windows lack sigwaitinfo: workers keep the default SIGTERM behaviour there
     # Blocked before the dataset starts its threads in this worker: they inherit the mask, so only
     # the waiting thread below ever receives SIGTERM.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
