@@ -8,17 +8,28 @@ MAIN_TORCH=torch==2.13.0
 # Hash of what decides an environment's contents, so a changed pyproject reinstalls it.
 _env_key() { cat pyproject.toml scripts/lib/venv.sh "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 
-ensure_main_venv() {
-    local key stamp=.venv/.stream-plugin-env
+# _ensure_venv DIR WHAT FIRST ARGS...: (re)create DIR unless its stamp matches the key; pip-install
+# FIRST on its own when it is not empty (a pinned torch, so the resolver never picks another), then ARGS.
+_ensure_venv() {
+    local dir=$1 what=$2 first=$3 key
+    shift 3
     key=$(_env_key)
-    if [ -x .venv/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
+    if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.stream-plugin-env" 2>/dev/null)" = "$key" ]; then
         return 0
     fi
-    echo ">> creating the main environment in .venv (torch 2.13.0 CPU, Lightning 2.6)" >&2
-    "$PYTHON_BIN" -m venv .venv
-    .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet "$MAIN_TORCH" -e ".[formats,lightning,dev]"
-    echo "$key" > "$stamp"
+    echo ">> creating $what in $dir" >&2
+    "$PYTHON_BIN" -m venv "$dir"
+    "$dir/bin/python" -m pip install --quiet --upgrade pip
+    if [ -n "$first" ]; then
+        "$dir/bin/python" -m pip install --quiet "$first"
+    fi
+    "$dir/bin/python" -m pip install --quiet "$@"
+    echo "$key" > "$dir/.stream-plugin-env"
+}
+
+ensure_main_venv() {
+    _ensure_venv .venv "the main environment (torch 2.13.0 CPU, Lightning 2.6)" "" \
+        "$MAIN_TORCH" -e ".[formats,lightning,dev]"
 }
 
 # The peers environment for benchmarks only (never CI): MosaicML Streaming and litdata need a working
@@ -26,16 +37,8 @@ ensure_main_venv() {
 PEERS_PINS=(torch==2.14.1 torchvision==0.29.1 mosaicml-streaming==0.13.0 litdata==0.2.76 matplotlib psutil)
 
 ensure_peers_venv() {
-    local key stamp=.venv-peers/.stream-plugin-env
-    key=$(_env_key)
-    if [ -x .venv-peers/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
-        return 0
-    fi
-    echo ">> creating the peers environment in .venv-peers (torch 2.14.1, MosaicML Streaming 0.13, litdata 0.2.76)" >&2
-    "$PYTHON_BIN" -m venv .venv-peers
-    .venv-peers/bin/python -m pip install --quiet --upgrade pip
-    .venv-peers/bin/python -m pip install --quiet "${PEERS_PINS[@]}" -e ".[formats,dev]"
-    echo "$key" > "$stamp"
+    _ensure_venv .venv-peers "the peers environment (torch 2.14.1, MosaicML Streaming 0.13, litdata 0.2.76)" "" \
+        "${PEERS_PINS[@]}" -e ".[formats,dev]"
 }
 
 # The Composer environment for tests/composer: Composer 0.32.1 (mosaicml, its last release) pins
@@ -44,15 +47,6 @@ ensure_peers_venv() {
 COMPOSER_TORCH=torch==2.7.0
 
 ensure_composer_venv() {
-    local key stamp=.venv-composer/.stream-plugin-env
-    key=$(_env_key)
-    if [ -x .venv-composer/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
-        return 0
-    fi
-    echo ">> creating the Composer environment in .venv-composer (torch 2.7.0, Composer 0.32.1)" >&2
-    "$PYTHON_BIN" -m venv .venv-composer
-    .venv-composer/bin/python -m pip install --quiet --upgrade pip
-    .venv-composer/bin/python -m pip install --quiet "$COMPOSER_TORCH"
-    .venv-composer/bin/python -m pip install --quiet "$COMPOSER_TORCH" -e ".[composer,formats,dev]"
-    echo "$key" > "$stamp"
+    _ensure_venv .venv-composer "the Composer environment (torch 2.7.0, Composer 0.32.1)" "$COMPOSER_TORCH" \
+        "$COMPOSER_TORCH" -e ".[composer,formats,dev]"
 }
