@@ -39,6 +39,8 @@ SHUFFLE_ALGOS = ("none", "permute", "naive", "block", "py1b", "py1br", "py1e", "
 BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
 SAMPLING_METHODS = ("balanced", "fixed")
 _READERS_UNDER_LIMIT = 2  # open shards per process when cache_limit is set
+# Without a limit an open shard costs one memory map (no descriptor); stay far below vm.max_map_count.
+_READERS_WITHOUT_LIMIT = 8192
 
 
 def _choice(name: str, value: str, choices: Sequence[str]) -> str:
@@ -284,7 +286,7 @@ class StreamingDataset(IterableDataset):
                 self._table,
                 allow_unsafe_types=self.allow_unsafe_types,
                 # Open readers pin their shards against eviction; under a limit keep few of them.
-                max_open=_READERS_UNDER_LIMIT if self.cache_limit is not None else 16,
+                max_open=_READERS_UNDER_LIMIT if self.cache_limit is not None else _READERS_WITHOUT_LIMIT,
             )
         return self._access
 

@@ -34,14 +34,22 @@ def read_samples(dataset: StreamingDataset, sample_ids: np.ndarray) -> Iterator[
                     prefetcher.advance(position)
                 yield dataset[sample_id]
             return
+        # When every shard of the pass fits among the open readers, none is closed mid-pass, so the
+        # loop may keep their read methods itself (a shuffled pass changes shard at nearly every sample).
+        pinned = len(np.unique(shard_ids)) <= access.max_open
+        reads: dict[int, Any] = {}
         current = -1
-        read = None
+        read: Any = None
         next_advance = 0
         for position, (shard_id, offset) in enumerate(zip(shard_ids.tolist(), offsets.tolist())):
             if shard_id != current:
                 if position >= next_advance:
                     prefetcher.advance(position)
                     next_advance = position + stride
-                read = access.reader(shard_id).read
+                read = reads.get(shard_id)
+                if read is None:
+                    read = access.reader(shard_id).read
+                    if pinned:
+                        reads[shard_id] = read
                 current = shard_id
-            yield read(offset)  # type: ignore[misc]
+            yield read(offset)

@@ -54,11 +54,12 @@ class ShardAccess:
         max_open: int = _MAX_OPEN_READERS,
     ) -> None:
         self.stats = CacheStats()
+        self._specs = specs
         self.caches = [spec.open(self.stats) for spec in specs]
         self._entries = entries
         self._table = table
         self._allow_unsafe_types = allow_unsafe_types
-        self._max_open = max_open
+        self.max_open = max_open
         self._open: OrderedDict[int, tuple[ShardReader, ExitStack]] = OrderedDict()
 
     def cache_of(self, shard_id: int) -> ShardCache:
@@ -86,7 +87,7 @@ class ShardAccess:
             stack.close()
             raise
         self._open[shard_id] = (reader, stack)
-        while len(self._open) > self._max_open:
+        while len(self._open) > self.max_open:
             _, (_, oldest) = self._open.popitem(last=False)
             oldest.close()
         return reader
@@ -99,6 +100,7 @@ class ShardAccess:
             len(self._entries),
             shard_ids,
             predownload=_DEFAULT_PREDOWNLOAD if predownload is None else predownload,
+            evictable=any(spec.config.cache_limit is not None for spec in self._specs),
         )
         try:
             yield prefetcher

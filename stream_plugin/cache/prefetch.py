@@ -35,9 +35,15 @@ class Prefetcher:
         upcoming_shards: np.ndarray,
         predownload: int,
         max_threads: int = 4,
+        *,
+        evictable: bool = True,
     ) -> None:
         """``prepare(shard_id)`` makes one shard present (``ShardCache.ensure``, or a dataset's lookup
-        of the stream cache that owns a global shard id); ``num_shards`` bounds the ids."""
+        of the stream cache that owns a global shard id); ``num_shards`` bounds the ids.
+
+        ``evictable=False`` (no cache_limit) remembers every shard once prepared: nothing can remove
+        it, so it is never checked again.
+        """
         _check_arguments(num_shards, upcoming_shards, predownload, max_threads)
         self._prepare = prepare
         self._upcoming = upcoming_shards  # (samples,) shard id of each upcoming sample, in read order
@@ -49,6 +55,7 @@ class Prefetcher:
         self._last_needed: dict[int, int] = {}  # shard id -> last scheduled position that needs it
         self._position = 0
         self._scheduled_until = 0  # positions [.., _scheduled_until) have their shard scheduled
+        self._evictable = evictable
         self._closed = False
 
     @classmethod
@@ -117,7 +124,8 @@ class Prefetcher:
             if shard not in self._futures:  # submitted in order: the pool starts the earliest first
                 self._futures[shard] = self._executor.submit(self._prepare, shard)
         self._scheduled_until = max(self._scheduled_until, end)
-        self._forget_before(position)
+        if self._evictable:
+            self._forget_before(position)
 
     def _forget_before(self, position: int) -> None:
         """Drop finished downloads no sample from ``position`` on needs: a later need re-checks the cache."""

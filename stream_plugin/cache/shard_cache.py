@@ -222,8 +222,10 @@ class ShardCache:
     @contextmanager
     def reading(self, entry: ShardEntry) -> Iterator[Path]:
         """``ensure`` the shard and keep it from eviction (shared in-use lock) while the body reads it."""
-        if self._store is None:
-            yield self.ensure(entry)  # local-only: nothing ever removes these files
+        if self._store is None or self._evictor is None:
+            # Local-only, or no cache_limit: nothing ever removes these files, so no lock is needed
+            # (an open reader then costs a memory map and no file descriptor).
+            yield self.ensure(entry)
             return
         name = entry.raw_data.basename
         for _ in range(_READ_ATTEMPTS):

@@ -464,7 +464,8 @@ def _list_encoding(
 
 def _builtin_encodings() -> dict[str, ColumnEncoding]:
     encodings = [
-        ColumnEncoding("bytes", _encode_bytes, _to_bytes),
+        # bytes() copies a view and returns a bytes object itself unchanged: the fastest decoder.
+        ColumnEncoding("bytes", _encode_bytes, bytes),
         ColumnEncoding("str", _encode_str, _decode_str),
         ColumnEncoding("int", _encode_int, _decode_int, size=8, numpy_dtype=np.dtype("<i8"), shape=()),
         *(_scalar_encoding(type_name) for type_name in _SCALAR_TYPES),

@@ -179,6 +179,10 @@ class MDSShardReader:
         self._fields = tuple(
             zip(self._columns.names, (e.decode for e in self._columns.encodings), self._columns.sizes)
         )
+        # Every column has a fixed size (no length header): the same fields with int sizes.
+        self._fixed_fields = tuple(
+            (name, decode, size) for name, decode, size in self._fields if size is not None
+        )
 
     def _span(self, index: int) -> tuple[int, int]:
         if not 0 <= index < self.num_samples:
@@ -207,16 +211,25 @@ class MDSShardReader:
 
     def read(self, index: int) -> dict[str, Any]:
         """Decode one sample; ndarray columns are read-only views into the map."""
-        begin, end = self._span(int(index))
+        offsets = self._offset_list
+        if index < 0 or index >= self.num_samples:  # inlined _span: this is the per-sample hot path
+            self._span(int(index))
+        begin = offsets[index]
+        end = offsets[index + 1]
         view = self._view
-        sizes = iter(self._head.unpack_from(view, begin))
         position = begin + self._head_size
         sample = {}
-        for name, decode, size in self._fields:
-            if size is None:
-                size = next(sizes)
-            sample[name] = decode(view[position : position + size])
-            position += size
+        if self._head_size:
+            sizes = iter(self._head.unpack_from(view, begin))
+            for name, decode, size in self._fields:
+                if size is None:
+                    size = next(sizes)
+                sample[name] = decode(view[position : position + size])
+                position += size
+        else:
+            for name, decode, fixed in self._fixed_fields:
+                sample[name] = decode(view[position : position + fixed])
+                position += fixed
         if position != end:
             raise ShardIntegrityError(
                 f"{self._source}: expected sample {index} to span {end - begin} bytes, found its columns "

@@ -241,7 +241,7 @@ def test_temporaries_of_a_dead_download_are_removed_by_the_next(make_dataset, lo
 
 def test_reading_holds_a_shared_lock_that_blocks_eviction(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=1)
-    cache = _cache(local, dataset.remote)
+    cache = _cache(local, dataset.remote, cache_limit=10**9)  # only a limit can evict
     lock = ControlFolder(local).use_lock("shard.00000.mds")
     with cache.reading(dataset.entries[0]) as folder:
         assert (folder / "shard.00000.mds").is_file()
@@ -328,7 +328,7 @@ def test_a_download_never_waits_behind_a_reader_of_the_same_process(make_dataset
     import threading
 
     dataset = make_dataset(shards=1)
-    cache = _cache(local, dataset.remote)
+    cache = _cache(local, dataset.remote, cache_limit=10**9)
     download_lock = ControlFolder(local).shard_lock("shard.00000.mds")
     with cache.reading(dataset.entries[0]):
         with try_locked(download_lock) as acquired:
@@ -337,3 +337,14 @@ def test_a_download_never_waits_behind_a_reader_of_the_same_process(make_dataset
         waiter.start()
         waiter.join(timeout=10)
         assert not waiter.is_alive()
+
+
+def test_reading_without_a_limit_takes_no_lock(make_dataset, local: Path) -> None:
+    # Nothing can evict without cache_limit, so an open reader costs no lock and no descriptor.
+    dataset = make_dataset(shards=1)
+    cache = _cache(local, dataset.remote)
+    with (
+        cache.reading(dataset.entries[0]),
+        try_locked(ControlFolder(local).use_lock("shard.00000.mds")) as free,
+    ):
+        assert free
