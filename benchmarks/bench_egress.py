@@ -133,7 +133,7 @@ def measure(options: Options) -> dict[str, Any]:
                     "dataset_files": dataset_bytes(folders[library]),
                 }
             )
-    return {"workload": workload.name, "rows": rows, "skipped": skipped}
+    return {"workload": workload.name, "rows": rows, "skipped": skipped, "rounds": 1}
 
 
 def _served_ratio(row: dict[str, Any]) -> float:

@@ -32,6 +32,19 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
+def peak_rss_mib() -> float:
+    """This process's peak RSS in MiB: VmHWM, which exec resets (``ru_maxrss`` of a child process
+    starts at its parent's RSS at fork time, so it overstates a child started from a big parent)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
+
+
 def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) -> dict[str, float]:
     """Plan one epoch in this process and measure it."""
     import numpy as np
@@ -39,7 +52,7 @@ def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) ->
     from stream_plugin.order.layout import DatasetShape
     from stream_plugin.order.plan import OrderConfig, plan_epoch
 
-    rss_after_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_after_imports = peak_rss_mib()
     per_shard = -(-num_samples // shards)
     sizes = np.full(shards, per_shard, dtype=np.int64)
     sizes[-1] = num_samples - per_shard * (shards - 1)
@@ -51,11 +64,11 @@ def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) ->
         num_canonical_nodes=nodes,
         global_batch_size=batch,
     )
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_before = peak_rss_mib()
     start = time.perf_counter()
     order = plan_epoch(shape, chosen, config, epoch=1)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
+    peak = peak_rss_mib()
     assert order.num_samples == num_samples
     return {
         "samples": num_samples,
@@ -72,20 +85,20 @@ def mosaicml_run_one(num_samples: int, nodes: int, batch: int, shards: int) -> d
     from streaming.base.partition import get_partitions
     from streaming.base.shuffle import get_shuffle
 
-    rss_after_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_after_imports = peak_rss_mib()
     per_shard = -(-num_samples // shards)
     sizes = np.full(shards, per_shard, dtype=np.int64)
     sizes[-1] = num_samples - per_shard * (shards - 1)
     small_per_big = np.arange(num_samples, dtype=np.int64)  # what resample_streams gives for one stream
     block_size = max(4_000_000 // nodes, 1 << 18)  # its default shuffle_block_size
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_before = peak_rss_mib()
     start = time.perf_counter()
     big_ids = get_partitions("relaxed", num_samples, nodes, 1, 1, 1, batch)
     shuffle = get_shuffle("py1e", sizes, nodes, 9176, 1, block_size)
     big_ids = np.where(big_ids != -1, shuffle[big_ids], -1)
     work = np.where(big_ids != -1, small_per_big[big_ids], -1)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     assert (work != -1).sum() == num_samples
     return {
         "samples": num_samples,

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +32,20 @@ FIGURES = {
 }
 RESULTS_DIR = REPO_DIR / "benchmarks" / "results"
 REPORT = REPO_DIR / "benchmarks" / "RESULTS.md"
+
+
+def core_version() -> str:
+    """The commit the library was measured at, and whether ``stream_plugin/`` differed from it."""
+
+    def git(*arguments: str) -> str:
+        completed = subprocess.run(
+            ["git", *arguments], cwd=REPO_DIR, capture_output=True, text=True, check=False
+        )
+        return completed.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--", "stream_plugin")
+    return f"{commit} (stream_plugin/ with uncommitted changes)" if changed else commit
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
@@ -63,12 +78,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f">> {name}: measuring", file=sys.stderr, flush=True)
         result = FIGURES[name].measure(options)
         record = {
+            "core": core_version(),
             "figure": name,
             "command": command.strip(),
             "machine": machine_lines(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
             "minutes": round((time.time() - started) / 60, 1),
-            "repeats": options.rounds,
+            "repeats": result.pop("rounds", options.rounds),
             "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "result": result,
         }

@@ -85,9 +85,10 @@ def write_report(results_dir: Path, report: Path, figures: dict[str, ModuleType]
     for name, record in records.items():
         module = figures[name]
         lines += [f"## {module.TITLE}", ""]
+        rounds = f"{record['repeats']} round{'s' if record['repeats'] != 1 else ''}"
         lines += [
-            f"Command: `{record['command']}` ({record['date']}, {record['repeats']} rounds, "
-            f"{record['minutes']} min)",
+            f"Command: `{record['command']}` ({record['date']}, core at {record.get('core', 'unknown')}, "
+            f"{rounds}, {record['minutes']} min)",
             "",
         ]
         description = getattr(module, "DESCRIPTION", None) or _paragraphs(module.__doc__ or "")
