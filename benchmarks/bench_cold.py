@@ -234,11 +234,11 @@ def render(result: dict[str, Any]) -> str:
         runs = row["runs"]
         firsts = [run["first_batch_s"] for run in runs]
         speeds = [run["samples_per_s"] for run in runs]
-        seconds = _median(runs, "epoch_s")
+        epoch_seconds = _median(runs, "epoch_s")
         ours = _median(ours_epoch[row["workers"]], "samples_per_s")
         lines.append(
             f"| {row['workers']} | {row['library']} | {median_of(firsts):.2f} | {spread_of(firsts, 2)} | "
-            f"{median_of(speeds):,.0f} | {spread_of(speeds)} | {size_mb / seconds:,.0f} | "
+            f"{median_of(speeds):,.0f} | {spread_of(speeds)} | {size_mb / epoch_seconds:,.0f} | "
             f"{ratio(ours, median_of(speeds))} |"
         )
     lines += ["", "**Issue 3: time to first sample from a cold cache** (dataset construction included)", ""]

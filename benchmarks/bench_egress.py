@@ -145,7 +145,8 @@ def render(result: dict[str, Any]) -> str:
         f'Dataset: {result["workload"]} (each library\'s own copy). "Served" is what the S3 server sent '
         'to each node (GET response bodies, counted per node by access key); "total / dataset" is their '
         "sum over the size of all the dataset's files. \"On disk\" is the shard files left in the node's "
-        "cache after the epoch (litdata deletes chunks once read).",
+        "cache after the epoch; litdata may delete chunks once read (it did in a trial run), so the "
+        "server's count is the measure.",
         "",
         "| nodes | library | served MiB per node | total / dataset | samples per node | on disk MiB per node "
         "| ours: node stats MiB |",

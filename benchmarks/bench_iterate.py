@@ -58,27 +58,28 @@ def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budg
 
 def measure(options: Options) -> dict[str, Any]:
     libraries = options.with_bare()
-    cases = []
     shuffles = (True,) if options.smoke else SHUFFLES
     for workload in options.workloads:
         prepare(options.data_root, workload, tuple(lib for lib in libraries if lib != BARE))
-        for shuffle in shuffles:
-            for workers in WORKERS:
-                cases.append({"workload": workload, "shuffle": shuffle, "workers": workers})
+    cases = [
+        (workload, shuffle, workers)
+        for workload in options.workloads
+        for shuffle in shuffles
+        for workers in WORKERS
+    ]
     runs: dict[tuple[str, bool, int, str], list[dict[str, Any]]] = {}
     for _ in range(options.rounds):
-        for case in cases:
-            workload = case["workload"]
+        for workload, shuffle, workers in cases:
             for library in libraries:
                 result = run_child(
                     "benchmarks.bench_iterate:measure_once",
                     library=library,
                     local=str(folder_for(options.data_root, workload, library)),
-                    shuffle=case["shuffle"],
-                    num_workers=case["workers"],
+                    shuffle=shuffle,
+                    num_workers=workers,
                     budget=min(SAMPLE_BUDGET, workload.count - BATCH_SIZE),
                 )
-                runs.setdefault((workload.name, case["shuffle"], case["workers"], library), []).append(result)
+                runs.setdefault((workload.name, shuffle, workers, library), []).append(result)
     rows = [
         {"workload": name, "shuffle": shuffle, "workers": workers, "library": library, "runs": results}
         for (name, shuffle, workers, library), results in runs.items()

@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks.common import median_of, run_child, spread_of
 from benchmarks.libraries import BATCH_SIZE, LoaderSpec, batch_length, first_id, import_library, make_loader
 from benchmarks.options import Options
-from benchmarks.workloads import MOSAICML, OURS, SMALL_SAMPLES, Workload, folder_for, prepare
+from benchmarks.workloads import LITDATA, MOSAICML, OURS, SMALL_SAMPLES, Workload, folder_for, prepare
 
 FIGURE = "resume"
 TITLE = "Resume latency"
@@ -161,25 +161,25 @@ def plot(result: dict[str, Any], path: Path) -> None:
         lines.setdefault((row["workload"], row["library"], row["workers"]), []).append(
             (row["fraction"], seconds)
         )
-    figure, axis = plt.subplots(figsize=(7.5, 4.5))
+    colors = {OURS: "C0", MOSAICML: "C1", LITDATA: "C2"}  # as in the iteration plot
+    figure, axis = plt.subplots(figsize=(10, 4.5))
     for (workload, library, workers), points in sorted(lines.items()):
         points.sort()
-        style = "-" if library == OURS else "--" if library == MOSAICML else ":"
-        marker = "o" if workers == 0 else "s"
         axis.plot(
             [100 * x for x, _ in points],
             [y for _, y in points],
-            style,
-            marker=marker,
+            "-" if workload == TEN_MILLION.name else "--",
+            color=colors.get(library, "C3"),
+            marker="o" if workers == 0 else "s",
             label=f"{library}, {workload}, {workers} workers",
         )
     axis.axhline(1.0, color="grey", linewidth=0.8)
     axis.set_yscale("log")
     axis.set_xlabel("resume position (% of the epoch)")
     axis.set_ylabel("load_state_dict -> first batch (s, log)")
-    axis.set_title("Resume latency, batch 256, shuffle on (grey: issue 4's 1 s target)")
+    axis.set_title("Resume latency, batch 256, shuffle on (grey: issue 4's 1 s target)", fontsize=10)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
+    axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

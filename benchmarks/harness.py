@@ -54,6 +54,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="rounds per measurement (median and spread)")
     parser.add_argument("--smoke", action="store_true", help="ours only, tiny sizes, scratch output (CI)")
     parser.add_argument("--data-dir", type=Path, default=None, help="where the benchmark datasets are kept")
+    parser.add_argument("--report-only", action="store_true", help="rebuild RESULTS.md from stored results")
     parser.add_argument("--results-dir", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--report", type=Path, default=None, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     options = Options(repeats=arguments.repeats, smoke=arguments.smoke, data_root=data_root)
     command = "./benchmarks/run " + shlex.join(sys.argv[1:] if argv is None else argv)
     results_dir.mkdir(parents=True, exist_ok=True)
-    for name in arguments.figures or list(FIGURES):
+    for name in [] if arguments.report_only else arguments.figures or list(FIGURES):
         started = time.time()
         load_before = os.getloadavg()[0]
         print(f">> {name}: measuring", file=sys.stderr, flush=True)

@@ -113,7 +113,7 @@ def _allow_plain_http_for_litdata() -> None:
     its client options allow it; litdata passes no such option, so add it to the options it does pass."""
     from litdata.streaming import downloader
 
-    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = "true"  # type: ignore[index]
+    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = "true"
 
 
 def _bare(spec: LoaderSpec) -> tuple[Any, Any]:

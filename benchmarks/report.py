@@ -45,6 +45,13 @@ FAIRNESS = """\
   for the loopback server. For several simulated nodes it only reads `torch.distributed`, so its node
   processes join a gloo group; ours and MosaicML read `RANK` / `WORLD_SIZE` / `LOCAL_WORLD_SIZE`.
 - **MosaicML** gets `clean_stale_shared_memory()` before each run (in a fresh process anyway).
+- **Reading the 2-worker rows.** DataLoader workers hand each batch to the main process by pickling it
+  through a pipe (only tensors travel in shared memory), so with `bytes` payloads the pipe caps every
+  library alike: compare a row with the bare ceiling's row of the same case before reading a ratio
+  between libraries. On this 2-core machine the two workers also compete with the main process.
+- **The loopback server is Python.** moto runs in the harness process on the same 2 cores, so cold
+  figures measure client overhead and concurrency more than network speed; the plain boto3 rows share
+  the same limits.
 """
 
 
