@@ -9,6 +9,7 @@ every DataLoader worker and never pickled.
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -129,8 +130,11 @@ class StreamingDataset(IterableDataset):
         validate_weights([stream.weight for stream in self.streams], epoch_size=epoch_size_value)
 
         self.world: World = detect_world()
-        opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
+        stores, opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
         self._opened = opened
+        # Reused by this process's shard access only (never pickled: a worker opens its own).
+        self._stores: list[Any] | None = stores
+        self._stores_pid = os.getpid()
         self.check_cache_limit(num_workers=0)
         self._cache_specs = opened.cache_specs
         self._entries: list[ShardEntry] = opened.entries
@@ -178,6 +182,7 @@ class StreamingDataset(IterableDataset):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_access"] = None
+        state["_stores"] = None
         return state
 
     # ------------------------------------------------------------------ shape and inspection
@@ -287,6 +292,7 @@ class StreamingDataset(IterableDataset):
                 allow_unsafe_types=self.allow_unsafe_types,
                 # Open readers pin their shards against eviction; under a limit keep few of them.
                 max_open=_READERS_UNDER_LIMIT if self.cache_limit is not None else _READERS_WITHOUT_LIMIT,
+                stores=self._stores if self._stores_pid == os.getpid() else None,
             )
         return self._access
 

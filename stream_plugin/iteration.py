@@ -43,7 +43,9 @@ def read_samples(dataset: StreamingDataset, sample_ids: np.ndarray) -> Iterator[
         next_advance = 0
         for position, (shard_id, offset) in enumerate(zip(shard_ids.tolist(), offsets.tolist())):
             if shard_id != current:
-                if position >= next_advance:
+                # The first shard downloads alone (the first sample waits for it); only then does the
+                # prefetch window open, so later shards never compete with it for bandwidth.
+                if position >= next_advance and position:
                     prefetcher.advance(position)
                     next_advance = position + stride
                 read = reads.get(shard_id)
@@ -51,5 +53,8 @@ def read_samples(dataset: StreamingDataset, sample_ids: np.ndarray) -> Iterator[
                     read = access.reader(shard_id).read
                     if pinned:
                         reads[shard_id] = read
+                if not position:
+                    prefetcher.advance(0)
+                    next_advance = stride
                 current = shard_id
             yield read(offset)

@@ -19,6 +19,7 @@ from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.reader import ShardReader, open_shard
 from stream_plugin.shard_table import ShardTable
+from stream_plugin.storage import ObjectStore
 
 _MAX_OPEN_READERS = 16
 _DEFAULT_PREDOWNLOAD = 512
@@ -32,13 +33,16 @@ class StreamCacheSpec:
     remote: str | None
     store_options: tuple[tuple[str, str], ...] = ()
 
-    def open(self, stats: CacheStats) -> ShardCache:
-        store = None
-        if self.remote is not None:
-            from stream_plugin.storage import open_store
+    def open_store(self) -> ObjectStore | None:
+        if self.remote is None:
+            return None
+        from stream_plugin.storage import open_store
 
-            store = open_store(self.remote, **dict(self.store_options))
-        return ShardCache(self.config, store, stats)
+        return open_store(self.remote, **dict(self.store_options))
+
+    def open(self, stats: CacheStats, store: ObjectStore | None = None) -> ShardCache:
+        """This stream's cache; pass ``store`` to reuse one this process already opened."""
+        return ShardCache(self.config, store if store is not None else self.open_store(), stats)
 
 
 class ShardAccess:
@@ -52,10 +56,12 @@ class ShardAccess:
         *,
         allow_unsafe_types: bool,
         max_open: int = _MAX_OPEN_READERS,
+        stores: Sequence[ObjectStore | None] | None = None,
     ) -> None:
         self.stats = CacheStats()
         self._specs = specs
-        self.caches = [spec.open(self.stats) for spec in specs]
+        reused = stores if stores is not None else [None] * len(specs)
+        self.caches = [spec.open(self.stats, store) for spec, store in zip(specs, reused)]
         self._entries = entries
         self._table = table
         self._allow_unsafe_types = allow_unsafe_types

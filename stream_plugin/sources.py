@@ -11,6 +11,7 @@ from stream_plugin.cache import CacheConfig, CacheStats, ShardCache, minimum_cac
 from stream_plugin.errors import ConfigError
 from stream_plugin.format.index import ShardEntry, load_index
 from stream_plugin.shard_access import StreamCacheSpec
+from stream_plugin.storage import ObjectStore
 from stream_plugin.stream import DownloadSettings, Stream
 
 
@@ -47,11 +48,15 @@ def _limit_shares(
 
 def open_streams(
     streams: Sequence[Stream], defaults: DownloadSettings, *, cache_limit: int | None
-) -> OpenedStreams:
-    """Fetch every stream's index (remote ones into their local folder) and validate it."""
+) -> tuple[list[ObjectStore | None], OpenedStreams]:
+    """Fetch every stream's index (remote ones into their local folder) and validate it.
+
+    Also returns the stores it opened, for this process to reuse (a new S3 client costs tens of ms).
+    """
     configs: list[CacheConfig] = []
     entries_per_stream: list[list[ShardEntry]] = []
     digests: list[str] = []
+    stores: list[ObjectStore | None] = []
     locals_seen: dict[str, int] = {}
     for number, stream in enumerate(streams):
         settings = stream.download_settings(defaults)
@@ -70,7 +75,10 @@ def open_streams(
             download_retry=settings.download_retry,
             download_timeout=settings.download_timeout,
         )
-        index_path = StreamCacheSpec(config=config, remote=stream.remote).open(CacheStats()).fetch_index()
+        spec = StreamCacheSpec(config=config, remote=stream.remote)
+        store = spec.open_store()
+        stores.append(store)
+        index_path = spec.open(CacheStats(), store).fetch_index()
         entries_per_stream.append(load_index(index_path))
         configs.append(config)
         digests.append(hashlib.sha256(Path(index_path).read_bytes()).hexdigest())
@@ -80,7 +88,7 @@ def open_streams(
         StreamCacheSpec(config=replace(config, cache_limit=share), remote=stream.remote)
         for config, share, stream in zip(configs, shares, streams)
     ]
-    return OpenedStreams(
+    return stores, OpenedStreams(
         cache_specs=specs,
         entries=[entry for entries in entries_per_stream for entry in entries],
         samples_per_shard_per_stream=[[entry.samples for entry in entries] for entries in entries_per_stream],
