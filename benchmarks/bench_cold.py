@@ -15,6 +15,7 @@ shares the machine's cores with the reader).
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import tempfile
@@ -75,15 +76,23 @@ def cold_epoch(library: str, remote: str, num_workers: int, endpoint_url: str) -
     }
 
 
-def first_sample(library: str, remote: str, endpoint_url: str) -> dict[str, Any]:
+def first_sample(library: str, remote: str, endpoint_url: str, freeze_gc: bool = False) -> dict[str, Any]:
     """``next(iter(dataset))`` from an empty cache, dataset construction included."""
     import_library(library, remote=True)
+    _maybe_freeze(freeze_gc)
     with fresh_folder() as local:
         spec = LoaderSpec(library, local, remote=remote, shuffle=False, endpoint_url=endpoint_url)
         start = time.perf_counter()
         dataset, _ = make_loader(spec)
         next(iter(dataset))
         return {"seconds": time.perf_counter() - start}
+
+
+def _maybe_freeze(freeze_gc: bool) -> None:
+    """``gc.freeze()``: move every object alive after the imports out of the collector's reach, so a
+    full collection over torch's ~200k objects (about 0.1 s here) cannot land inside the timer."""
+    if freeze_gc:
+        gc.freeze()
 
 
 def _boto3_client(endpoint_url: str) -> Any:
@@ -97,10 +106,11 @@ def _bucket_and_prefix(remote: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-def boto3_first_shard(remote: str, endpoint_url: str) -> dict[str, Any]:
+def boto3_first_shard(remote: str, endpoint_url: str, freeze_gc: bool = False) -> dict[str, Any]:
     """Plain boto3: a client, ``index.json`` parsed, and the first shard on disk."""
     import boto3.s3.transfer  # noqa: F401  (imported before the timer, like the libraries)
 
+    _maybe_freeze(freeze_gc)
     bucket, prefix = _bucket_and_prefix(remote)
     with fresh_folder() as local:
         start = time.perf_counter()
@@ -152,27 +162,33 @@ def measure(options: Options) -> dict[str, Any]:
     env = s3_environment(server.endpoint_url)
     endpoint = server.endpoint_url
     epochs: dict[tuple[str, int], list[Any]] = {}
-    firsts: dict[str, list[Any]] = {}
+    firsts: dict[tuple[str, bool], list[Any]] = {}
     loops: dict[str, list[Any]] = {}
     first_sample_runners = {
         **{
-            library: partial(
+            (library, frozen): partial(
                 run_child,
                 "benchmarks.bench_cold:first_sample",
                 env=env,
                 library=library,
                 remote=remotes[library],
                 endpoint_url=endpoint,
+                freeze_gc=frozen,
             )
+            for frozen in (False, True)
             for library in libraries
         },
-        BOTO3: partial(
-            run_child,
-            "benchmarks.bench_cold:boto3_first_shard",
-            env=env,
-            remote=remotes[OURS],
-            endpoint_url=endpoint,
-        ),
+        **{
+            (BOTO3, frozen): partial(
+                run_child,
+                "benchmarks.bench_cold:boto3_first_shard",
+                env=env,
+                remote=remotes[OURS],
+                endpoint_url=endpoint,
+                freeze_gc=frozen,
+            )
+            for frozen in (False, True)
+        },
     }
     loop_runners = {
         OURS: partial(run_child, "benchmarks.bench_cold:ours_download_loop", env=env, remote=remotes[OURS]),
@@ -199,10 +215,11 @@ def measure(options: Options) -> dict[str, Any]:
                 )
         # Issue 3's pairs are short and noisy: several runs per round, the order flipped each time.
         for repeat in range(1 if options.smoke else PAIRS_PER_ROUND):
-            for runners, results in ((first_sample_runners, firsts), (loop_runners, loops)):
-                names = list(runners) if repeat % 2 == 0 else list(reversed(runners))
-                for name in names:
-                    results.setdefault(name, []).append(runners[name]())
+            names = list(first_sample_runners) if repeat % 2 == 0 else list(reversed(first_sample_runners))
+            for key in names:
+                firsts.setdefault(key, []).append(first_sample_runners[key]())
+            for name in list(loop_runners) if repeat % 2 == 0 else list(reversed(loop_runners)):
+                loops.setdefault(name, []).append(loop_runners[name]())
     return {
         "workload": workload.name,
         "dataset_bytes": dataset_bytes(folders[OURS]),
@@ -211,7 +228,10 @@ def measure(options: Options) -> dict[str, Any]:
             {"library": library, "workers": workers, "runs": runs}
             for (library, workers), runs in epochs.items()
         ],
-        "first_sample": [{"library": name, "runs": runs} for name, runs in firsts.items()],
+        "first_sample": [
+            {"library": name, "runs": firsts[(name, False)], "frozen_runs": firsts[(name, True)]}
+            for name in [*libraries, BOTO3]
+        ],
         "download_loop": [{"library": name, "runs": runs} for name, runs in loops.items()],
     }
 
@@ -241,17 +261,34 @@ def render(result: dict[str, Any]) -> str:
             f"{median_of(speeds):,.0f} | {spread_of(speeds)} | {size_mb / epoch_seconds:,.0f} | "
             f"{ratio(ours, median_of(speeds))} |"
         )
-    lines += ["", "**Issue 3: time to first sample from a cold cache** (dataset construction included)", ""]
     lines += [
-        "| library | seconds (median) | spread | this / plain boto3 index + one shard |",
-        "|---|---|---|---|",
+        "",
+        "**Issue 3: time to first sample from a cold cache** (dataset construction included). The right "
+        "half repeats it with `gc.freeze()` right after the imports: with torch imported a process holds "
+        "~200k objects, and one full garbage collection over them (about 0.1 s here) lands wherever the "
+        "allocation counters say, in or out of the timer.",
+        "",
+        "| library | seconds (median) | spread | this / plain boto3 index + one shard | with gc.freeze(): "
+        "seconds | spread | this / plain boto3 |",
+        "|---|---|---|---|---|---|---|",
     ]
-    boto = _median(next(row["runs"] for row in result["first_sample"] if row["library"] == BOTO3), "seconds")
+    boto_row = next(row for row in result["first_sample"] if row["library"] == BOTO3)
+    boto, boto_frozen = (
+        _median(boto_row["runs"], "seconds"),
+        _median(boto_row.get("frozen_runs", []) or boto_row["runs"], "seconds"),
+    )
     for row in result["first_sample"]:
         seconds = [run["seconds"] for run in row["runs"]]
+        frozen = [run["seconds"] for run in row.get("frozen_runs", [])]
         label = f"{BOTO3} (index.json + first shard)" if row["library"] == BOTO3 else row["library"]
+        frozen_cells = (
+            f"{median_of(frozen):.3f} | {spread_of(frozen, 3)} | {median_of(frozen) / boto_frozen:.2f}x"
+            if frozen
+            else "- | - | -"
+        )
         lines.append(
-            f"| {label} | {median_of(seconds):.3f} | {spread_of(seconds, 3)} | {median_of(seconds) / boto:.2f}x |"
+            f"| {label} | {median_of(seconds):.3f} | {spread_of(seconds, 3)} | {median_of(seconds) / boto:.2f}x | "
+            f"{frozen_cells} |"
         )
     lines += ["", "**Issue 3: sustained download throughput** (every shard, one after another)", ""]
     lines += ["| downloader | MiB/s (median) | spread | this / plain boto3 |", "|---|---|---|---|"]
@@ -272,7 +309,16 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
     loop = {row["library"]: _median(row["runs"], "mb_per_s") for row in result["download_loop"]}
     first_ratio = first[OURS] / first[BOTO3]
     loop_ratio = loop[OURS] / loop[BOTO3]
+    frozen = {row["library"]: row.get("frozen_runs") for row in result["first_sample"]}
+    frozen_note = ""
+    if frozen.get(OURS) and frozen.get(BOTO3):
+        frozen_ratio = _median(frozen[OURS], "seconds") / _median(frozen[BOTO3], "seconds")
+        frozen_note = f" ({frozen_ratio:.2f}x with gc.freeze() after imports)"
     return [
-        ("first sample <= 1.5x boto3 index + one shard", f"{first_ratio:.2f}x", first_ratio <= 1.5),
+        (
+            "first sample <= 1.5x boto3 index + one shard",
+            f"{first_ratio:.2f}x{frozen_note}",
+            first_ratio <= 1.5,
+        ),
         ("download throughput >= 80% of boto3 download_file loop", f"{loop_ratio:.0%}", loop_ratio >= 0.8),
     ]
