@@ -49,6 +49,11 @@ FAIRNESS = """\
   through a pipe (only tensors travel in shared memory), so with `bytes` payloads the pipe caps every
   library alike: compare a row with the bare ceiling's row of the same case before reading a ratio
   between libraries. On this 2-core machine the two workers also compete with the main process.
+- **100 KiB rows move with glibc's malloc.** A batch of 256 x 100 KiB allocates 25 MB of `bytes`;
+  whether glibc hands that memory back to the OS between batches (and page-faults it in again) depends
+  on the process's allocation history, and moves any library's 0-worker number by up to 2x between
+  otherwise identical runs. Pinning `MALLOC_TRIM_THRESHOLD_` and `MALLOC_MMAP_THRESHOLD_` removes it
+  (page faults drop from ~135k to ~21k per epoch); the harness leaves the defaults, as users run them.
 - **The loopback server is Python.** moto runs in the harness process on the same 2 cores, so cold
   figures measure client overhead and concurrency more than network speed; the plain boto3 rows share
   the same limits.
