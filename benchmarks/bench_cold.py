@@ -17,11 +17,7 @@ from __future__ import annotations
 
 import gc
 import json
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,20 +35,10 @@ PAIRS_PER_ROUND = 3
 SMOKE_WORKLOAD = Workload(1_000, 8 * 1024)
 
 
-@contextmanager
-def fresh_folder() -> Iterator[str]:
-    """An empty local cache folder, removed afterwards (a full run downloads many GB)."""
-    folder = tempfile.mkdtemp(prefix="bench-cold-")
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def cold_epoch(library: str, remote: str, num_workers: int, endpoint_url: str) -> dict[str, Any]:
-    """One epoch from an empty cache: time to the first batch, then the whole epoch."""
+def cold_epoch(library: str, remote: str, local: str, num_workers: int, endpoint_url: str) -> dict[str, Any]:
+    """One epoch from an empty cache ``local``: time to the first batch, then the whole epoch."""
     import_library(library, remote=True)
-    with fresh_folder() as local, PeakMemory() as memory:
+    with PeakMemory() as memory:
         spec = LoaderSpec(
             library, local, remote=remote, shuffle=True, num_workers=num_workers, endpoint_url=endpoint_url
         )
@@ -76,16 +62,17 @@ def cold_epoch(library: str, remote: str, num_workers: int, endpoint_url: str) -
     }
 
 
-def first_sample(library: str, remote: str, endpoint_url: str, freeze_gc: bool = False) -> dict[str, Any]:
+def first_sample(
+    library: str, remote: str, local: str, endpoint_url: str, freeze_gc: bool = False
+) -> dict[str, Any]:
     """``next(iter(dataset))`` from an empty cache, dataset construction included."""
     import_library(library, remote=True)
     _maybe_freeze(freeze_gc)
-    with fresh_folder() as local:
-        spec = LoaderSpec(library, local, remote=remote, shuffle=False, endpoint_url=endpoint_url)
-        start = time.perf_counter()
-        dataset, _ = make_loader(spec)
-        next(iter(dataset))
-        return {"seconds": time.perf_counter() - start}
+    spec = LoaderSpec(library, local, remote=remote, shuffle=False, endpoint_url=endpoint_url)
+    start = time.perf_counter()
+    dataset, _ = make_loader(spec)
+    next(iter(dataset))
+    return {"seconds": time.perf_counter() - start}
 
 
 def _maybe_freeze(freeze_gc: bool) -> None:
@@ -106,48 +93,45 @@ def _bucket_and_prefix(remote: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-def boto3_first_shard(remote: str, endpoint_url: str, freeze_gc: bool = False) -> dict[str, Any]:
+def boto3_first_shard(remote: str, local: str, endpoint_url: str, freeze_gc: bool = False) -> dict[str, Any]:
     """Plain boto3: a client, ``index.json`` parsed, and the first shard on disk."""
     import boto3.s3.transfer  # noqa: F401  (imported before the timer, like the libraries)
 
     _maybe_freeze(freeze_gc)
     bucket, prefix = _bucket_and_prefix(remote)
-    with fresh_folder() as local:
-        start = time.perf_counter()
-        client = _boto3_client(endpoint_url)
-        index = json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}/index.json")["Body"].read())
-        basename = index["shards"][0]["raw_data"]["basename"]
-        client.download_file(bucket, f"{prefix}/{basename}", str(Path(local) / basename))
-        return {"seconds": time.perf_counter() - start}
+    start = time.perf_counter()
+    client = _boto3_client(endpoint_url)
+    index = json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}/index.json")["Body"].read())
+    basename = index["shards"][0]["raw_data"]["basename"]
+    client.download_file(bucket, f"{prefix}/{basename}", str(Path(local) / basename))
+    return {"seconds": time.perf_counter() - start}
 
 
-def boto3_download_loop(remote: str, endpoint_url: str) -> dict[str, Any]:
+def boto3_download_loop(remote: str, local: str, endpoint_url: str) -> dict[str, Any]:
     """Plain boto3: ``download_file`` of every shard, one after another (its default transfer config)."""
     bucket, prefix = _bucket_and_prefix(remote)
     client = _boto3_client(endpoint_url)
     index = json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}/index.json")["Body"].read())
     basenames = [shard["raw_data"]["basename"] for shard in index["shards"]]
-    with fresh_folder() as folder:
-        local = Path(folder)
-        start = time.perf_counter()
-        for basename in basenames:
-            client.download_file(bucket, f"{prefix}/{basename}", str(local / basename))
-        seconds = time.perf_counter() - start
-        downloaded = sum((local / basename).stat().st_size for basename in basenames)
+    folder = Path(local)
+    start = time.perf_counter()
+    for basename in basenames:
+        client.download_file(bucket, f"{prefix}/{basename}", str(folder / basename))
+    seconds = time.perf_counter() - start
+    downloaded = sum((folder / basename).stat().st_size for basename in basenames)
     return {"seconds": seconds, "bytes": downloaded, "mb_per_s": downloaded / seconds / 2**20}
 
 
-def ours_download_loop(remote: str) -> dict[str, Any]:
+def ours_download_loop(remote: str, local: str) -> dict[str, Any]:
     """Ours: ``prepare_shard`` of every shard, one after another (index fetched before the timer)."""
     from stream_plugin import StreamingDataset
 
-    with fresh_folder() as local:
-        dataset = StreamingDataset(remote=remote, local=local, batch_size=256)
-        start = time.perf_counter()
-        for shard_id in range(len(dataset.shards)):
-            dataset.prepare_shard(shard_id)
-        seconds = time.perf_counter() - start
-        downloaded = dataset.node_stats().bytes_downloaded
+    dataset = StreamingDataset(remote=remote, local=local, batch_size=256)
+    start = time.perf_counter()
+    for shard_id in range(len(dataset.shards)):
+        dataset.prepare_shard(shard_id)
+    seconds = time.perf_counter() - start
+    downloaded = dataset.node_stats().bytes_downloaded
     return {"seconds": seconds, "bytes": downloaded, "mb_per_s": downloaded / seconds / 2**20}
 
 
@@ -170,6 +154,7 @@ def measure(options: Options) -> dict[str, Any]:
                 run_child,
                 "benchmarks.bench_cold:first_sample",
                 env=env,
+                scratch=True,
                 library=library,
                 remote=remotes[library],
                 endpoint_url=endpoint,
@@ -183,6 +168,7 @@ def measure(options: Options) -> dict[str, Any]:
                 run_child,
                 "benchmarks.bench_cold:boto3_first_shard",
                 env=env,
+                scratch=True,
                 remote=remotes[OURS],
                 endpoint_url=endpoint,
                 freeze_gc=frozen,
@@ -191,11 +177,14 @@ def measure(options: Options) -> dict[str, Any]:
         },
     }
     loop_runners = {
-        OURS: partial(run_child, "benchmarks.bench_cold:ours_download_loop", env=env, remote=remotes[OURS]),
+        OURS: partial(
+            run_child, "benchmarks.bench_cold:ours_download_loop", env=env, scratch=True, remote=remotes[OURS]
+        ),
         BOTO3: partial(
             run_child,
             "benchmarks.bench_cold:boto3_download_loop",
             env=env,
+            scratch=True,
             remote=remotes[OURS],
             endpoint_url=endpoint,
         ),
@@ -207,6 +196,7 @@ def measure(options: Options) -> dict[str, Any]:
                     run_child(
                         "benchmarks.bench_cold:cold_epoch",
                         env=env,
+                        scratch=True,
                         library=library,
                         remote=remotes[library],
                         num_workers=workers,

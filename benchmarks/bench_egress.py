@@ -14,13 +14,13 @@ are shown beside it. It is a count, not a timing, so it runs once.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_cold import fresh_folder
 from benchmarks.common import private_shm_wrapper, run_child
 from benchmarks.libraries import LoaderSpec, batch_length, import_library, make_loader, s3_environment
 from benchmarks.options import Options
@@ -41,7 +41,7 @@ def shard_bytes(folder: Path) -> int:
 
 
 def node_epoch(
-    library: str, remote: str, endpoint_url: str, rank: int, world_size: int, store: str
+    library: str, remote: str, local: str, endpoint_url: str, rank: int, world_size: int, store: str
 ) -> dict[str, Any]:
     """One node's epoch (this process is rank ``rank`` of ``world_size``, alone on its node)."""
     import_library(library, remote=True)
@@ -49,19 +49,18 @@ def node_epoch(
         import torch.distributed as dist
 
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
-    with fresh_folder() as local:
-        spec = LoaderSpec(
-            library,
-            local,
-            remote=remote,
-            shuffle=True,
-            num_canonical_nodes=CANONICAL_NODES,
-            endpoint_url=endpoint_url,
-        )
-        dataset, loader = make_loader(spec)
-        samples = sum(batch_length(batch) for batch in loader)
-        stats = dataset.node_stats().bytes_downloaded if library == OURS else None
-        return {"samples": samples, "shard_bytes": shard_bytes(Path(local)), "stats_bytes": stats}
+    spec = LoaderSpec(
+        library,
+        local,
+        remote=remote,
+        shuffle=True,
+        num_canonical_nodes=CANONICAL_NODES,
+        endpoint_url=endpoint_url,
+    )
+    dataset, loader = make_loader(spec)
+    samples = sum(batch_length(batch) for batch in loader)
+    stats = dataset.node_stats().bytes_downloaded if library == OURS else None
+    return {"samples": samples, "shard_bytes": shard_bytes(Path(local)), "stats_bytes": stats}
 
 
 def _node_key(library: str, nodes: int, rank: int) -> str:
@@ -80,7 +79,8 @@ def _one_layout(
 ) -> list[dict[str, Any]]:
     endpoint_url = server.endpoint_url
     env = s3_environment(endpoint_url)
-    store = Path(tempfile.mkdtemp(prefix="bench-egress-")) / "gloo-store"
+    store_folder = tempfile.mkdtemp(prefix="bench-egress-")
+    store = Path(store_folder) / "gloo-store"
     # MosaicML joins a gloo group by itself (env:// rendezvous) as soon as it sees several ranks.
     rendezvous = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
 
@@ -91,6 +91,7 @@ def _one_layout(
             "benchmarks.bench_egress:node_epoch",
             env={**env, **layout},
             wrapper=wrapper,
+            scratch=True,
             library=library,
             remote=remote,
             endpoint_url=endpoint_url,
@@ -101,8 +102,11 @@ def _one_layout(
         result["served_bytes"] = server.served.by_key[_node_key(library, nodes, rank)]
         return result
 
-    with ThreadPoolExecutor(nodes) as pool:
-        return list(pool.map(node, range(nodes)))
+    try:
+        with ThreadPoolExecutor(nodes) as pool:
+            return list(pool.map(node, range(nodes)))
+    finally:
+        shutil.rmtree(store_folder, ignore_errors=True)
 
 
 def measure(options: Options) -> dict[str, Any]:

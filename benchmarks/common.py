@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -89,24 +91,34 @@ def run_child(
     env: dict[str, str] | None = None,
     timeout: float = 1800,
     wrapper: Sequence[str] = (),
+    scratch: bool = False,
     **arguments: Any,
 ) -> Any:
     """Call ``module:function(**arguments)`` in a fresh interpreter (``benchmarks.child``); return its result.
 
     A fresh process per measurement gives each library the same cold start, its own peak RSS, and no
     leftovers (MosaicML's shared memory, litdata's worker state) from the library measured before it.
-    ``wrapper`` is a command prefix (see ``private_shm_wrapper``).
+    ``wrapper`` is a command prefix (see ``private_shm_wrapper``). With ``scratch`` the function also
+    gets ``local``: an empty folder, removed once the process has exited (so no background download of
+    the library can write into it after the removal).
     """
+    folder = tempfile.mkdtemp(prefix="bench-scratch-") if scratch else None
+    if folder is not None:
+        arguments = {**arguments, "local": folder}
     command = [*wrapper, sys.executable, "-m", "benchmarks.child", target, json.dumps(arguments)]
-    completed = subprocess.run(
-        command,
-        cwd=REPO_DIR,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    try:
+        completed = subprocess.run(
+            command,
+            cwd=REPO_DIR,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
     for line in reversed(completed.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX) :])

@@ -66,7 +66,8 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
-    scratch = Path(tempfile.mkdtemp(prefix="bench-smoke-")) if arguments.smoke else None
+    given = (arguments.results_dir, arguments.report, arguments.data_dir)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-smoke-")) if arguments.smoke and None in given else None
     results_dir = arguments.results_dir or (scratch / "results" if scratch else RESULTS_DIR)
     report = arguments.report or (scratch / "RESULTS.md" if scratch else REPORT)
     data_root = arguments.data_dir or (scratch / "data" if scratch else default_data_root())
