@@ -7,6 +7,18 @@ G = 8
 EPOCH = 96  # samples in an epoch, for these tests
 
 
+def saved(epoch: int, sample: int, batch_size: int = G) -> ResumeState:
+    """A resume state as a checkpoint would hold it."""
+    return ResumeState(
+        epoch=epoch,
+        sample_in_epoch=sample,
+        epoch_batch_size=batch_size,
+        num_canonical_nodes=2,
+        shuffle_seed=1,
+        fingerprint="f",
+    )
+
+
 def begin(cursor: EpochCursor) -> IterationPlan:
     return cursor.begin(global_batch_size=G, num_canonical_nodes=2)
 
@@ -45,9 +57,7 @@ def test_a_count_after_a_finished_pass_is_a_position_in_that_epoch() -> None:
 
 def test_a_pending_state_is_described_with_its_own_batch_size() -> None:
     cursor = EpochCursor()
-    state = ResumeState(
-        epoch=1, sample_in_epoch=0, epoch_batch_size=4, num_canonical_nodes=2, shuffle_seed=1, fingerprint="f"
-    )
+    state = saved(1, 0, 4)
     cursor.load(state)
     plan, consumed = position(cursor, 12)  # type: ignore[misc]
     assert (plan.epoch, plan.epoch_batch_size, consumed) == (1, 4, 12)
@@ -55,29 +65,13 @@ def test_a_pending_state_is_described_with_its_own_batch_size() -> None:
 
 def test_an_epoch_loaded_at_sample_zero_is_planned_with_todays_batch_size() -> None:
     cursor = EpochCursor()
-    cursor.load(
-        ResumeState(
-            epoch=1,
-            sample_in_epoch=0,
-            epoch_batch_size=4,
-            num_canonical_nodes=2,
-            shuffle_seed=1,
-            fingerprint="f",
-        )
-    )
+    cursor.load(saved(1, 0, 4))
     assert begin(cursor) == IterationPlan(1, 0, G, 2)
 
 
 def test_a_loaded_state_is_reported_until_a_pass_applies_it_once() -> None:
     cursor = EpochCursor()
-    state = ResumeState(
-        epoch=3,
-        sample_in_epoch=16,
-        epoch_batch_size=G,
-        num_canonical_nodes=2,
-        shuffle_seed=1,
-        fingerprint="f",
-    )
+    state = saved(3, 16)
     cursor.load(state)
     assert position(cursor, 0) == state
     assert begin(cursor) == IterationPlan(3, 16, G, 2)
@@ -86,16 +80,7 @@ def test_a_loaded_state_is_reported_until_a_pass_applies_it_once() -> None:
 
 def test_workers_start_with_the_loaders_plan_then_advance_one_epoch_per_pass() -> None:
     cursor = EpochCursor()
-    cursor.load(
-        ResumeState(
-            epoch=2,
-            sample_in_epoch=40,
-            epoch_batch_size=G,
-            num_canonical_nodes=2,
-            shuffle_seed=1,
-            fingerprint="f",
-        )
-    )
+    cursor.load(saved(2, 40))
     cursor.loader_plan = begin(cursor)
     worker = pickle.loads(pickle.dumps(cursor))
     assert worker.plan_in_worker(global_batch_size=G, num_canonical_nodes=2) == IterationPlan(2, 40, G, 2)
@@ -112,15 +97,6 @@ def test_the_main_process_takes_the_loaders_plan_once() -> None:
 
 def test_set_epoch_forgets_loaded_state() -> None:
     cursor = EpochCursor()
-    cursor.load(
-        ResumeState(
-            epoch=5,
-            sample_in_epoch=8,
-            epoch_batch_size=G,
-            num_canonical_nodes=2,
-            shuffle_seed=1,
-            fingerprint="f",
-        )
-    )
+    cursor.load(saved(5, 8))
     cursor.set_epoch(2)
     assert begin(cursor) == IterationPlan(2, 0, G, 2)
