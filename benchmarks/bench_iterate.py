@@ -178,11 +178,11 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
             if lit:
                 checks.append((f"{case}: >= litdata", f"{ours / lit:.2f}x", ours >= lit))
             if mosaic:
-                checks.append((f"{case}: >= 10x MosaicML", f"{ours / mosaic:.1f}x", ours >= 10 * mosaic))
+                checks.append((f"{case}: >= 10x MosaicML", f"{ours / mosaic:.2f}x", ours >= 10 * mosaic))
             if bare:
                 checks.append((f"{case}: >= 0.5x bare", f"{ours / bare:.2f}x", ours >= 0.5 * bare))
         elif mosaic:
-            checks.append((f"{case}: >= 2x MosaicML", f"{ours / mosaic:.1f}x", ours >= 2 * mosaic))
+            checks.append((f"{case}: >= 2x MosaicML", f"{ours / mosaic:.2f}x", ours >= 2 * mosaic))
     return checks
 
 

@@ -35,7 +35,7 @@ REPORT = REPO_DIR / "benchmarks" / "RESULTS.md"
 
 
 def core_version() -> str:
-    """The commit the library was measured at, and whether ``stream_plugin/`` differed from it."""
+    """The last commit that changed ``stream_plugin/``, and whether the working tree differs from it."""
 
     def git(*arguments: str) -> str:
         completed = subprocess.run(
@@ -43,7 +43,7 @@ def core_version() -> str:
         )
         return completed.stdout.strip()
 
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    commit = git("log", "-1", "--format=%h", "--", "stream_plugin") or "unknown"
     changed = git("status", "--porcelain", "--", "stream_plugin")
     return f"{commit} (stream_plugin/ with uncommitted changes)" if changed else commit
 

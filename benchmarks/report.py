@@ -99,7 +99,7 @@ def write_report(results_dir: Path, report: Path, figures: dict[str, ModuleType]
         lines += [f"## {module.TITLE}", ""]
         rounds = f"{record['repeats']} round{'s' if record['repeats'] != 1 else ''}"
         lines += [
-            f"Command: `{record['command']}` ({record['date']}, core at {record.get('core', 'unknown')}, "
+            f"Command: `{record['command']}` ({record['date']}, core `stream_plugin/` at {record.get('core', 'unknown')}, "
             f"{rounds}, {record['minutes']} min)",
             "",
         ]
