@@ -21,6 +21,24 @@ def _overrides(dataset: StreamingDataset, name: str) -> bool:
     return getattr(type(dataset), name) is not getattr(StreamingDataset, name)
 
 
+_CHUNK = 1 << 16
+
+
+def _positions(shard_ids: np.ndarray, offsets: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """``(position, shard, offset)`` per sample, converted to Python ints a chunk at a time.
+
+    Converting the whole rest of an epoch up front would make the first sample after a resume wait
+    (and the process hold the lists) in proportion to how much of the epoch is left.
+    """
+    for start in range(0, len(shard_ids), _CHUNK):
+        stop = start + _CHUNK
+        yield from zip(
+            range(start, start + len(shard_ids[start:stop])),
+            shard_ids[start:stop].tolist(),
+            offsets[start:stop].tolist(),
+        )
+
+
 def read_samples(dataset: StreamingDataset, sample_ids: np.ndarray) -> Iterator[Any]:
     """Yield the samples ``sample_ids`` (global ids) in order, prefetching the shards they need."""
     access = dataset._shard_access()
@@ -34,14 +52,14 @@ def read_samples(dataset: StreamingDataset, sample_ids: np.ndarray) -> Iterator[
                     prefetcher.advance(position)
                 yield dataset[sample_id]
             return
-        # When every shard of the pass fits among the open readers, none is closed mid-pass, so the
+        # When every shard of the dataset fits among the open readers, none is closed mid-pass, so the
         # loop may keep their read methods itself (a shuffled pass changes shard at nearly every sample).
-        pinned = len(np.unique(shard_ids)) <= access.max_open
+        pinned = dataset._table.num_shards <= access.max_open
         reads: dict[int, Any] = {}
         current = -1
         read: Any = None
         next_advance = 0
-        for position, (shard_id, offset) in enumerate(zip(shard_ids.tolist(), offsets.tolist())):
+        for position, shard_id, offset in _positions(shard_ids, offsets):
             if shard_id != current:
                 # The first shard downloads alone (the first sample waits for it); only then does the
                 # prefetch window open, so later shards never compete with it for bandwidth.
