@@ -57,19 +57,24 @@ def make_loader(spec: LoaderSpec) -> tuple[Any, Any]:
     return builders[spec.library](spec)
 
 
-def _ours(spec: LoaderSpec) -> tuple[Any, Any]:
-    from stream_plugin import StreamingDataLoader, StreamingDataset
-
-    dataset = StreamingDataset(
+def _mosaic_compatible(spec: LoaderSpec, dataset_class: Any, loader_class: Any) -> tuple[Any, Any]:
+    """Ours and MosaicML's take the same arguments, by design."""
+    dataset = dataset_class(
         remote=spec.remote,
         local=spec.local,
         batch_size=spec.batch_size,
         shuffle=spec.shuffle,
         num_canonical_nodes=spec.num_canonical_nodes,
     )
-    return dataset, StreamingDataLoader(
+    return dataset, loader_class(
         dataset, batch_size=spec.batch_size, num_workers=spec.num_workers, collate_fn=collate_samples
     )
+
+
+def _ours(spec: LoaderSpec) -> tuple[Any, Any]:
+    from stream_plugin import StreamingDataLoader, StreamingDataset
+
+    return _mosaic_compatible(spec, StreamingDataset, StreamingDataLoader)
 
 
 def _mosaicml(spec: LoaderSpec) -> tuple[Any, Any]:
@@ -78,16 +83,7 @@ def _mosaicml(spec: LoaderSpec) -> tuple[Any, Any]:
 
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:  # with several ranks it would need their process group
         clean_stale_shared_memory()
-    dataset = StreamingDataset(
-        remote=spec.remote,
-        local=spec.local,
-        batch_size=spec.batch_size,
-        shuffle=spec.shuffle,
-        num_canonical_nodes=spec.num_canonical_nodes,
-    )
-    return dataset, StreamingDataLoader(
-        dataset, batch_size=spec.batch_size, num_workers=spec.num_workers, collate_fn=collate_samples
-    )
+    return _mosaic_compatible(spec, StreamingDataset, StreamingDataLoader)
 
 
 def _litdata(spec: LoaderSpec) -> tuple[Any, Any]:

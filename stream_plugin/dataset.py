@@ -137,7 +137,6 @@ class StreamingDataset(IterableDataset):
         self._stores_pid = os.getpid()
         self.check_cache_limit(num_workers=0)
         self._cache_specs = opened.cache_specs
-        self._entries: list[ShardEntry] = opened.entries
         self._table = ShardTable.from_counts(opened.samples_per_shard_per_stream)
         self._samples_per_stream_per_epoch = samples_per_stream(
             self._table.samples_per_stream.tolist(),
@@ -225,7 +224,7 @@ class StreamingDataset(IterableDataset):
 
     @property
     def shards(self) -> list[ShardEntry]:
-        return list(self._entries)
+        return list(self._opened.entries)
 
     @property
     def data_parallel_size(self) -> int:
@@ -287,7 +286,7 @@ class StreamingDataset(IterableDataset):
         if self._access is None:
             self._access = ShardAccess(
                 self._cache_specs,
-                self._entries,
+                self._opened.entries,
                 self._table,
                 allow_unsafe_types=self.allow_unsafe_types,
                 # Open readers pin their shards against eviction; under a limit keep few of them.

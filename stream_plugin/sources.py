@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from stream_plugin.cache import CacheConfig, CacheStats, ShardCache, minimum_cache_limit
+from stream_plugin.cache import CacheConfig, CacheStats, minimum_cache_limit
 from stream_plugin.errors import ConfigError
 from stream_plugin.format.index import ShardEntry, load_index
 from stream_plugin.shard_access import StreamCacheSpec
@@ -127,4 +127,4 @@ def check_cache_limit(
         )
 
 
-__all__ = ["OpenedStreams", "ShardCache", "open_streams"]
+__all__ = ["OpenedStreams", "check_cache_limit", "open_streams"]
