@@ -6,13 +6,15 @@ Subclasses that override ``__getitem__`` or ``get_item`` are honoured (MosaicML'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from stream_plugin.cache.prefetch import Prefetcher
     from stream_plugin.dataset import StreamingDataset
+    from stream_plugin.shard_access import ShardAccess
 
 
 def _overrides(dataset: StreamingDataset, name: str) -> bool:
@@ -52,27 +54,67 @@ def read_samples(dataset: StreamingDataset, sample_ids: np.ndarray) -> Iterator[
                     prefetcher.advance(position)
                 yield dataset[sample_id]
             return
-        # When every shard of the dataset fits among the open readers, none is closed mid-pass, so the
-        # loop may keep their read methods itself (a shuffled pass changes shard at nearly every sample).
-        pinned = dataset._table.num_shards <= access.max_open
-        reads: dict[int, Any] = {}
-        current = -1
-        read: Any = None
-        next_advance = 0
-        for position, shard_id, offset in _positions(shard_ids, offsets):
-            if shard_id != current:
-                # The first shard downloads alone (the first sample waits for it); only then does the
-                # prefetch window open, so later shards never compete with it for bandwidth.
-                if position >= next_advance and position:
-                    prefetcher.advance(position)
-                    next_advance = position + stride
-                read = reads.get(shard_id)
-                if read is None:
-                    read = access.reader(shard_id).read
-                    if pinned:
-                        reads[shard_id] = read
-                if not position:
-                    prefetcher.advance(0)
-                    next_advance = stride
-                current = shard_id
-            yield read(offset)
+        if dataset._table.num_shards <= access.max_open:
+            reads = _lazy_reads(access, dataset._table.num_shards)
+            yield from _read_pinned(reads, shard_ids, offsets, prefetcher, stride)
+        else:
+            yield from _read_switching(access, shard_ids, offsets, prefetcher, stride)
+
+
+def _lazy_reads(access: ShardAccess, num_shards: int) -> list[Callable[[int], Any]]:
+    """One read function per shard: the first call opens the shard's reader and puts its own read
+    method in its place, so later samples of that shard cost one list lookup."""
+    reads: list[Callable[[int], Any]] = []
+
+    def opener(shard_id: int) -> Callable[[int], Any]:
+        def open_and_read(offset: int) -> Any:
+            read = reads[shard_id] = access.reader(shard_id).read
+            return read(offset)
+
+        return open_and_read
+
+    reads.extend(opener(shard_id) for shard_id in range(num_shards))
+    return reads
+
+
+def _read_pinned(
+    reads: list[Callable[[int], Any]],
+    shard_ids: np.ndarray,
+    offsets: np.ndarray,
+    prefetcher: Prefetcher,
+    stride: int,
+) -> Iterator[Any]:
+    """Every shard of the dataset fits among the open readers, so none closes mid-pass and each
+    shard's read method can be kept (a shuffled pass switches shard at nearly every sample)."""
+    if not len(shard_ids):
+        return
+    # The first shard downloads alone (the first sample waits for it); only then does the prefetch
+    # window open, so later shards never compete with it for bandwidth.
+    yield reads[int(shard_ids[0])](int(offsets[0]))
+    for start in range(0, len(shard_ids), stride):
+        prefetcher.advance(start)
+        begin = start or 1  # the first sample is already out
+        stop = start + stride
+        for shard_id, offset in zip(shard_ids[begin:stop].tolist(), offsets[begin:stop].tolist()):
+            yield reads[shard_id](offset)
+
+
+def _read_switching(
+    access: ShardAccess, shard_ids: np.ndarray, offsets: np.ndarray, prefetcher: Prefetcher, stride: int
+) -> Iterator[Any]:
+    """More shards than open readers: ask the access layer for a reader whenever the shard changes."""
+    current = -1
+    read: Any = None
+    next_advance = 0
+    for position, shard_id, offset in _positions(shard_ids, offsets):
+        if shard_id != current:
+            # As in _read_pinned, the window opens only once the first shard is ready.
+            if position >= next_advance and position:
+                prefetcher.advance(position)
+                next_advance = position + stride
+            read = access.reader(shard_id).read
+            if not position:
+                prefetcher.advance(0)
+                next_advance = stride
+            current = shard_id
+        yield read(offset)

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, default_collate
 from stream_plugin.cursor import IterationPlan
 from stream_plugin.dataset import StreamingDataset
 from stream_plugin.errors import ConfigError
+from stream_plugin.transport import PackedCollate
 
 
 def collate_zero_copy(batch: list[Any]) -> Any:
@@ -35,6 +36,8 @@ class StreamingDataLoader(DataLoader):
 
     Takes the same arguments as ``DataLoader``. The dataset's ``batch_size`` is set from the loader's
     when the dataset left it unset; if both are set they must agree, since workers build whole batches.
+    ``collate_fn`` is wrapped in a ``PackedCollate`` (the original is its ``collate``), which makes the
+    trip from workers to the main process cheaper (``stream_plugin.transport``).
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> None:
@@ -50,6 +53,8 @@ class StreamingDataLoader(DataLoader):
         if kwargs.get("collate_fn") is None and batch_size is not None:
             kwargs["collate_fn"] = collate_zero_copy
         super().__init__(dataset, batch_size=batch_size, **kwargs)
+        if not isinstance(self.collate_fn, PackedCollate):  # Lightning re-creates loaders from attributes
+            self.collate_fn = PackedCollate(self.collate_fn)
         if isinstance(dataset, StreamingDataset):
             dataset.check_cache_limit(self.num_workers)
         self._plan: IterationPlan | None = None

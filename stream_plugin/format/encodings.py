@@ -54,6 +54,9 @@ class ColumnEncoding:
     numpy_dtype: np.dtype | None = None
     shape: tuple[int, ...] | None = None
     unsafe: bool = False
+    # A struct format whose single field decodes to exactly what ``decode`` returns: the per-sample
+    # reader unpacks it straight from the map instead of slicing first.
+    struct_format: str | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -467,7 +470,9 @@ def _builtin_encodings() -> dict[str, ColumnEncoding]:
         # bytes() copies a view and returns a bytes object itself unchanged: the fastest decoder.
         ColumnEncoding("bytes", _encode_bytes, bytes),
         ColumnEncoding("str", _encode_str, _decode_str),
-        ColumnEncoding("int", _encode_int, _decode_int, size=8, numpy_dtype=np.dtype("<i8"), shape=()),
+        ColumnEncoding(
+            "int", _encode_int, _decode_int, size=8, numpy_dtype=np.dtype("<i8"), shape=(), struct_format="<q"
+        ),
         *(_scalar_encoding(type_name) for type_name in _SCALAR_TYPES),
         ColumnEncoding("str_int", _encode_str_int, _decode_str_int),
         ColumnEncoding("str_float", _encode_str_float, _decode_str_float),

@@ -149,6 +149,20 @@ def build_shard(samples: Sequence[bytes], config: bytes) -> bytes:
 # Reading.
 
 
+# How ``MDSShardReader.read`` decodes a column: the same values as ``encoding.decode``, fewer steps.
+_DECODE = 0  # decode(view slice): any encoding
+_COPY_BYTES = 1  # slice the map itself: one copy into a bytes object, no intermediate view
+_UNPACK = 2  # struct unpack straight from the map
+
+
+def _read_step(encoding: ColumnEncoding) -> tuple[int, Callable[..., Any]]:
+    if encoding.decode is bytes:
+        return _COPY_BYTES, bytes
+    if encoding.struct_format is not None:
+        return _UNPACK, struct.Struct(encoding.struct_format).unpack_from
+    return _DECODE, encoding.decode
+
+
 class MDSShardReader:
     """Random access to the samples of one raw MDS shard file through one memory map."""
 
@@ -179,9 +193,10 @@ class MDSShardReader:
         self._fields = tuple(
             zip(self._columns.names, (e.decode for e in self._columns.encodings), self._columns.sizes)
         )
-        # Every column has a fixed size (no length header): the same fields with int sizes.
-        self._fixed_fields = tuple(
-            (name, decode, size) for name, decode, size in self._fields if size is not None
+        self._raw = self._file.raw
+        self._steps = tuple(
+            (name, *_read_step(encoding), size)
+            for name, encoding, size in zip(self._columns.names, self._columns.encodings, self._columns.sizes)
         )
 
     def _span(self, index: int) -> tuple[int, int]:
@@ -217,19 +232,20 @@ class MDSShardReader:
         begin = offsets[index]
         end = offsets[index + 1]
         view = self._view
+        raw = self._raw
+        sizes = iter(self._head.unpack_from(view, begin))
         position = begin + self._head_size
         sample = {}
-        if self._head_size:
-            sizes = iter(self._head.unpack_from(view, begin))
-            for name, decode, size in self._fields:
-                if size is None:
-                    size = next(sizes)
+        for name, kind, decode, size in self._steps:
+            if size is None:
+                size = next(sizes)
+            if kind == _COPY_BYTES:
+                sample[name] = raw[position : position + size]
+            elif kind == _UNPACK:
+                sample[name] = decode(view, position)[0]
+            else:
                 sample[name] = decode(view[position : position + size])
-                position += size
-        else:
-            for name, decode, fixed in self._fixed_fields:
-                sample[name] = decode(view[position : position + fixed])
-                position += fixed
+            position += size
         if position != end:
             raise ShardIntegrityError(
                 f"{self._source}: expected sample {index} to span {end - begin} bytes, found its columns "
@@ -285,6 +301,7 @@ class MDSShardReader:
         """Release the map (arrays already returned keep their memory alive)."""
         self._bytes = np.empty(0, np.uint8)
         self._view = memoryview(b"")
+        self._raw = b""
         self._file.close()
 
 

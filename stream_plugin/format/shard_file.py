@@ -52,6 +52,11 @@ class MappedFile:
             self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         self.view = memoryview(self._map) if self._map is not None else memoryview(b"")
 
+    @property
+    def raw(self) -> mmap.mmap | bytes:
+        """The map itself: slicing it copies straight into a ``bytes`` (no intermediate view)."""
+        return self._map if self._map is not None else b""
+
     def close(self) -> None:
         """Drop the mapping; views still held by callers keep it alive until they are released."""
         try:

@@ -1,0 +1,160 @@
+"""The worker-to-main hand-off (stream_plugin.transport): batches arrive exactly as collated."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import IterableDataset
+
+from stream_plugin import StreamingDataLoader, transport
+from stream_plugin.transport import SHARED_BYTES_MIN, SMALL_TENSOR_BYTES, PackedCollate
+
+
+def _payload(index: int, size: int) -> bytes:
+    return np.random.default_rng(index).integers(0, 256, size, dtype=np.uint8).tobytes()
+
+
+class _Payloads(IterableDataset):
+    """Samples with a payload of ``size`` bytes (different sizes when ``size`` varies by index)."""
+
+    def __init__(self, count: int, size: int) -> None:
+        self.count = count
+        self.size = size
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        for index in range(worker, self.count, workers):
+            yield {"id": index, "data": _payload(index, self.size + index % 7)}
+
+
+def _tensors_collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    ids = torch.tensor([sample["id"] for sample in samples])
+    return {
+        "id": ids,
+        "pair": (ids.to(torch.bfloat16), ids % 2 == 0),
+        "scalar": ids.sum(),
+        "empty": torch.zeros(0, 3),
+        "strided": torch.arange(24).reshape(4, 6).t(),
+        "large": torch.ones(SMALL_TENSOR_BYTES // 4 + 1, dtype=torch.float32),
+        "nested": [ids * 2, {"inner": ids + 1}],
+        "data": [sample["data"] for sample in samples],
+    }
+
+
+def _roundtrip(value: Any) -> Any:
+    """What the main process gets: the worker's pickler, then unpickling."""
+    return pickle.loads(ForkingPickler.dumps(value))
+
+
+def _assert_same(found: Any, expected: Any) -> None:
+    assert type(found) is type(expected)
+    if isinstance(expected, torch.Tensor):
+        assert found.dtype == expected.dtype and found.shape == expected.shape
+        assert torch.equal(found, expected)
+    elif isinstance(expected, dict):
+        assert found.keys() == expected.keys()
+        for key in expected:
+            _assert_same(found[key], expected[key])
+    elif isinstance(expected, (list, tuple)):
+        assert len(found) == len(expected)
+        for one, other in zip(found, expected):
+            _assert_same(one, other)
+    else:
+        assert found == expected
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_batches_from_workers_arrive_exactly_as_collated(context: str) -> None:
+    dataset = _Payloads(count=64, size=300)
+    loader = StreamingDataLoader(
+        dataset, batch_size=8, num_workers=2, collate_fn=_tensors_collate, multiprocessing_context=context
+    )
+    received = list(loader)
+    assert sorted(index for batch in received for index in batch["id"].tolist()) == list(range(64))
+    for batch in received:
+        samples = [{"id": index, "data": _payload(index, 300 + index % 7)} for index in batch["id"].tolist()]
+        _assert_same(batch, _tensors_collate(samples))
+
+
+def test_large_bytes_lists_from_workers_arrive_intact() -> None:
+    size = SHARED_BYTES_MIN // 8  # 8 items per batch: each batch goes through a shared block
+    loader = StreamingDataLoader(_Payloads(count=96, size=size), batch_size=8, num_workers=2)
+    seen = set()
+    for batch in loader:
+        for index, data in zip(batch["id"].tolist(), batch["data"]):
+            assert type(data) is bytes
+            assert data == _payload(index, size + index % 7)
+            seen.add(index)
+    assert seen == set(range(96))
+
+
+def test_small_tensor_travels_by_value_inside_the_pickle() -> None:
+    packer = PackedCollate(lambda batch: batch)
+    tensor = torch.arange(10, dtype=torch.int64)
+    packed = packer._pack({"id": tensor})
+    assert isinstance(packed["id"], transport._TensorByValue)
+    _, arguments = packed["id"].__reduce__()
+    assert arguments[0] == tensor.numpy().tobytes()
+    _assert_same(_roundtrip(packed), {"id": tensor})
+
+
+def test_tensors_that_cannot_travel_by_value_keep_torchs_path() -> None:
+    packer = PackedCollate(lambda batch: batch)
+    large = torch.zeros(SMALL_TENSOR_BYTES + 1, dtype=torch.uint8)
+    tracked = torch.zeros(3, requires_grad=True)
+    packed = packer._pack({"large": large, "tracked": tracked, "text": ["a", "b"], "number": 3})
+    assert packed["large"] is large and packed["tracked"] is tracked
+    assert packed["text"] == ["a", "b"] and packed["number"] == 3
+
+
+def test_shared_block_is_reused_only_after_the_main_process_copied_it_out() -> None:
+    packer = PackedCollate(lambda batch: batch)
+    items = [_payload(index, SHARED_BYTES_MIN // 4) for index in range(4)]
+    first = packer._pack(items)
+    assert isinstance(first, transport._BytesInBlock)
+    # Not yet unpickled by the main process: the next batch must not overwrite it.
+    second = packer._pack(items)
+    assert second.block.data_ptr() != first.block.data_ptr()
+    assert _roundtrip(first) == items
+    third = packer._pack(list(reversed(items)))
+    assert third.block.data_ptr() == first.block.data_ptr()
+    assert _roundtrip(third) == list(reversed(items))
+    assert _roundtrip(second) == items
+
+
+def test_pool_stays_bounded_when_the_main_process_falls_behind() -> None:
+    packer = PackedCollate(lambda batch: batch)
+    items = [_payload(0, SHARED_BYTES_MIN)]
+    in_flight = [packer._pack(items) for _ in range(transport.POOLED_BLOCKS + 3)]
+    assert len(packer._pool.blocks) == transport.POOLED_BLOCKS
+    assert all(_roundtrip(packed) == items for packed in in_flight)
+
+
+def test_small_bytes_lists_and_mixed_lists_pass_unchanged() -> None:
+    packer = PackedCollate(lambda batch: batch)
+    small = [b"x" * 10, b"y" * 10]
+    mixed = [b"x" * SHARED_BYTES_MIN, "not bytes"]
+    assert packer._pack(small) is small
+    assert packer._pack(mixed) is mixed
+
+
+def test_main_process_batches_pass_unchanged() -> None:
+    loader = StreamingDataLoader(_Payloads(count=4, size=SHARED_BYTES_MIN), batch_size=4)
+    (batch,) = list(loader)
+    assert type(batch["id"]) is torch.Tensor and type(batch["data"]) is list
+    assert batch["data"][3] == _payload(3, SHARED_BYTES_MIN + 3)
+
+
+def test_collate_fn_is_wrapped_once_and_keeps_the_users_function() -> None:
+    loader = StreamingDataLoader(_Payloads(count=4, size=4), batch_size=2, collate_fn=_tensors_collate)
+    assert isinstance(loader.collate_fn, PackedCollate)
+    assert loader.collate_fn.collate is _tensors_collate
+    again = StreamingDataLoader(loader.dataset, batch_size=2, collate_fn=loader.collate_fn)
+    assert again.collate_fn.collate is _tensors_collate
