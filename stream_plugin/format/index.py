@@ -17,6 +17,7 @@ from typing import Any
 
 from stream_plugin.errors import IndexFormatError, UnsafePathError
 from stream_plugin.fileio import atomic_write_bytes
+from stream_plugin.gc_pause import collection_paused
 
 INDEX_BASENAME = "index.json"
 INDEX_VERSION = 2
@@ -156,6 +157,11 @@ def parse_shard_entry(entry: object, *, source: str) -> ShardEntry:
 
 def parse_index(text: str | bytes, *, source: str = INDEX_BASENAME) -> list[ShardEntry]:
     """Parse the text of an ``index.json``; ``source`` names the file in error messages."""
+    with collection_paused():  # a few objects per shard and no cycles: see gc_pause
+        return _parse_index(text, source=source)
+
+
+def _parse_index(text: str | bytes, *, source: str) -> list[ShardEntry]:
     try:
         document = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

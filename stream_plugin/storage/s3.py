@@ -24,6 +24,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 
 from stream_plugin.errors import ConfigError, StorageError
+from stream_plugin.gc_pause import collection_paused
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -173,6 +174,10 @@ class S3Store:
         return client
 
     def _make_client(self, timeout: float | None) -> Any:
+        with collection_paused():
+            return self._new_client(timeout)
+
+    def _new_client(self, timeout: float | None) -> Any:
         # A Session per client: sessions are not thread-safe, and this runs once per timeout value.
         session = boto3.session.Session(profile_name=self.profile)
         if self._unsigned_resolved is None:

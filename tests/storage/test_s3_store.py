@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import time
@@ -234,3 +235,20 @@ def test_url_without_bucket_is_a_config_error() -> None:
 def test_key_escaping_the_root_is_rejected(s3_store: S3Store) -> None:
     with pytest.raises(StorageError, match=r"found '\.\./other' with a '\.\.' segment"):
         s3_store.read_bytes("../other")
+
+
+def test_client_creation_runs_no_full_garbage_collection(s3_bucket: S3Bucket) -> None:
+    full_collections = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full_collections.append(info)
+
+    store = S3Store(s3_bucket.url("root"), endpoint_url=s3_bucket.endpoint_url)
+    gc.callbacks.append(count)
+    try:
+        for timeout in (1.0, 2.0, 3.0):  # a new client each: ~30k new objects apiece
+            store.client(timeout)
+    finally:
+        gc.callbacks.remove(count)
+    assert full_collections == []
