@@ -29,7 +29,7 @@ from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
 from stream_plugin.shard_access import ShardAccess
 from stream_plugin.shard_table import ShardTable, Spanner
-from stream_plugin.sources import check_cache_limit, open_streams
+from stream_plugin.sources import check_cache_limit, open_streams, readers_within_limit
 from stream_plugin.state import ResumeState
 from stream_plugin.state import fingerprint as make_fingerprint
 from stream_plugin.stream import DownloadSettings, Stream
@@ -39,7 +39,7 @@ from stream_plugin.world import World, detect_worker, detect_world
 SHUFFLE_ALGOS = ("none", "permute", "naive", "block", "py1b", "py1br", "py1e", "intra_shard", "py1s", "py2s")
 BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
 SAMPLING_METHODS = ("balanced", "fixed")
-_READERS_UNDER_LIMIT = 2  # open shards per process when cache_limit is set
+_READERS_UNDER_LIMIT = 2  # open shards per process at the smallest workable cache_limit
 # Without a limit an open shard costs one memory map (no descriptor); stay far below vm.max_map_count.
 _READERS_WITHOUT_LIMIT = 8192
 
@@ -284,13 +284,22 @@ class StreamingDataset(IterableDataset):
 
     def _shard_access(self) -> ShardAccess:
         if self._access is None:
+            # Open readers pin their shards against eviction: keep as many as the limit holds for every
+            # reader on the node (a shuffled pass changes shard at nearly every sample).
+            max_open = readers_within_limit(
+                self._opened,
+                self.cache_limit,
+                readers=self.world.local_world_size * max(1, detect_worker()[1]),
+                in_flight=1,
+                floor=_READERS_UNDER_LIMIT,
+                ceiling=_READERS_WITHOUT_LIMIT,
+            )
             self._access = ShardAccess(
                 self._cache_specs,
                 self._opened.entries,
                 self._table,
                 allow_unsafe_types=self.allow_unsafe_types,
-                # Open readers pin their shards against eviction; under a limit keep few of them.
-                max_open=_READERS_UNDER_LIMIT if self.cache_limit is not None else _READERS_WITHOUT_LIMIT,
+                max_open=max_open,
                 stores=self._stores if self._stores_pid == os.getpid() else None,
             )
         return self._access

@@ -127,4 +127,30 @@ def check_cache_limit(
         )
 
 
-__all__ = ["OpenedStreams", "check_cache_limit", "open_streams"]
+def readers_within_limit(
+    opened: OpenedStreams, cache_limit: int | None, *, readers: int, in_flight: int, floor: int, ceiling: int
+) -> int:
+    """How many shards each of ``readers`` processes on this node may keep open (an open shard is
+    pinned against eviction) while each also downloads ``in_flight`` more, within every stream's share
+    of ``cache_limit``; between ``floor`` and ``ceiling``. Streams without a remote are never evicted,
+    so they set no bound."""
+    if cache_limit is None:
+        return ceiling
+    cached_total = sum(
+        size
+        for spec, size in zip(opened.cache_specs, opened.stored_bytes_per_stream)
+        if spec.remote is not None
+    )
+    allowed = ceiling
+    for spec, entries, size in zip(
+        opened.cache_specs, opened.entries_per_stream, opened.stored_bytes_per_stream
+    ):
+        if spec.remote is None or not entries or not cached_total:
+            continue
+        share = cache_limit * size // cached_total
+        largest = max(_stored_bytes([entry]) for entry in entries) or 1
+        allowed = min(allowed, share // (readers * largest) - in_flight)
+    return max(floor, allowed)
+
+
+__all__ = ["OpenedStreams", "check_cache_limit", "open_streams", "readers_within_limit"]

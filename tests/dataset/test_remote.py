@@ -164,3 +164,29 @@ def test_a_local_only_stream_is_never_evicted(remote_1k: Path, tmp_path: Path) -
     dataset = StreamingDataset(local=str(remote_1k), batch_size=10, cache_limit=1)
     assert sorted(sample["id"] for sample in dataset) == list(range(SAMPLES))
     assert len(list(remote_1k.glob("shard.*.mds"))) == len(dataset.shards)
+
+
+def test_open_shards_per_reader_grow_with_the_cache_limit(
+    s3_bucket: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Open shards are pinned against eviction, so the limit bounds them; a roomy limit must not force
+    a shuffled pass to reopen a shard at nearly every sample."""
+    s3_bucket.upload_folder(write_ids(tmp_path / "small-shards", range(SAMPLES), size_limit=1024), "sized")
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_bucket.endpoint_url)
+
+    def open_shards(local: str, cache_limit: int | None) -> int:
+        dataset = StreamingDataset(
+            remote=s3_bucket.url("sized"), local=str(tmp_path / local), batch_size=10, cache_limit=cache_limit
+        )
+        return dataset._shard_access().max_open
+
+    probe = StreamingDataset(remote=s3_bucket.url("sized"), local=str(tmp_path / "probe"), batch_size=10)
+    largest = max(entry.raw_data.bytes for entry in probe.shards)
+    assert open_shards("smallest", 3 * largest) == 2  # the smallest workable limit: 2 open, 1 downloading
+    assert open_shards("twenty", 21 * largest) == 20
+    assert open_shards("unlimited", None) > len(probe.shards)
+
+
+def test_a_cache_limit_does_not_bound_the_open_shards_of_a_local_only_stream(remote_1k: Path) -> None:
+    dataset = StreamingDataset(local=str(remote_1k), batch_size=10, cache_limit=1)
+    assert dataset._shard_access().max_open > len(dataset.shards)
