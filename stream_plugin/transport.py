@@ -12,7 +12,8 @@ in a worker only, rewrites the batch just before it is pickled:
 
 The main process receives the very objects the collate function returned (plain tensors, lists of
 ``bytes``); nothing outside this module sees the packed forms. Anything else passes through torch's
-own path unchanged.
+own path unchanged. On its first batch, a worker also keeps freed heap memory for the next batch
+(``stream_plugin.heap``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import get_worker_info
+
+from stream_plugin.heap import keep_freed_heap
 
 SMALL_TENSOR_BYTES = 64 * 1024  # tensors up to this size travel inside the pickle
 SHARED_BYTES_MIN = 1 << 20  # lists of bytes from this total size travel through a shared block
@@ -118,12 +121,15 @@ class PackedCollate:
     def __init__(self, collate: Callable[[Any], Any]) -> None:
         self.collate = collate
         self._pool = _BlockPool()
+        self._worker_ready = False
 
     def __call__(self, samples: Any) -> Any:
-        batch = self.collate(samples)
         if get_worker_info() is None:
-            return batch
-        return self._pack(batch)
+            return self.collate(samples)
+        if not self._worker_ready:
+            keep_freed_heap()
+            self._worker_ready = True
+        return self._pack(self.collate(samples))
 
     def __getstate__(self) -> dict[str, Any]:
         return {"collate": self.collate}  # a spawned worker starts with its own empty pool
@@ -131,6 +137,7 @@ class PackedCollate:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.collate = state["collate"]
         self._pool = _BlockPool()
+        self._worker_ready = False
 
     def _pack(self, value: Any) -> Any:
         kind = type(value)

@@ -158,3 +158,20 @@ def test_collate_fn_is_wrapped_once_and_keeps_the_users_function() -> None:
     assert loader.collate_fn.collate is _tensors_collate
     again = StreamingDataLoader(loader.dataset, batch_size=2, collate_fn=loader.collate_fn)
     assert again.collate_fn.collate is _tensors_collate
+
+
+_HEAP_KEPT: list[bool] = []
+
+
+def _report_heap(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"id": torch.tensor([sample["id"] for sample in samples]), "kept": list(_HEAP_KEPT)}
+
+
+def test_workers_keep_freed_heap_and_the_main_process_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport, "keep_freed_heap", lambda: _HEAP_KEPT.append(True) or True)
+    in_worker = list(
+        StreamingDataLoader(_Payloads(8, 4), batch_size=4, num_workers=1, collate_fn=_report_heap)
+    )
+    assert [batch["kept"] for batch in in_worker] == [[True], [True]]  # once per worker process
+    in_main = list(StreamingDataLoader(_Payloads(8, 4), batch_size=4, collate_fn=_report_heap))
+    assert [batch["kept"] for batch in in_main] == [[], []]
