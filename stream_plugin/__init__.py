@@ -26,12 +26,16 @@ from stream_plugin.format.encodings import register_encoding
 from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 from stream_plugin.stream import Stream
+from stream_plugin.world import World
 
 if TYPE_CHECKING:
     from stream_plugin.dataset import StreamingDataset
     from stream_plugin.loader import StreamingDataLoader
 
-_IMPORTED_ON_USE = {"StreamingDataset": "stream_plugin.dataset", "StreamingDataLoader": "stream_plugin.loader"}
+_IMPORTED_ON_USE = {
+    "StreamingDataset": "stream_plugin.dataset",
+    "StreamingDataLoader": "stream_plugin.loader",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -41,6 +45,7 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
 
 __version__ = "0.1.0"
 
@@ -53,6 +58,7 @@ __all__ = [
     "StreamingDataLoader",
     "StreamingDataset",
     "TSVWriter",
+    "World",
     "XSVWriter",
     "merge_index",
     "register_encoding",

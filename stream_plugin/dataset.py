@@ -50,6 +50,25 @@ def _choice(name: str, value: str, choices: Sequence[str]) -> str:
     return value
 
 
+def _checked_world(world: World) -> World:
+    """A caller's ``World``, checked against the layout the sample order assumes."""
+    if not isinstance(world, World):
+        raise ConfigError(
+            f"world: expected a stream_plugin.World or None, found {type(world).__name__}; pass "
+            "World(rank=..., world_size=..., local_rank=..., local_world_size=...) or leave it None to detect it"
+        )
+    # The order derives each rank's node from rank // local_world_size; a different local_rank means the
+    # caller's layout is not the one the samples would be split by.
+    expected_local_rank = world.rank % world.local_world_size
+    if world.local_rank != expected_local_rank:
+        raise ConfigError(
+            f"world.local_rank: expected rank % local_world_size = {world.rank} % {world.local_world_size} = "
+            f"{expected_local_rank} (ranks fill nodes in order), found {world.local_rank}; check the rank and "
+            "local_world_size the World was built from"
+        )
+    return world
+
+
 def _positive(name: str, value: int | None, *, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
@@ -65,6 +84,13 @@ class StreamingDataset(IterableDataset):
 
     Arguments and their meaning follow MosaicML Streaming 0.13. ``batch_size`` is the per-device batch
     size; pass it (or use ``StreamingDataLoader``, which fills it in) for deterministic resumption.
+
+    One argument is our own: ``world``, this process's place in the job (a ``stream_plugin.World``).
+    Left as None, it is detected from ``torch.distributed`` and the launcher's environment variables
+    (see ``stream_plugin.world``). Pass one when the caller knows the layout better than the environment,
+    e.g. a framework whose launcher does not export ``LOCAL_WORLD_SIZE``; it is used as given (and kept
+    when the dataset is pickled to DataLoader workers), and its ``local_rank`` must be
+    ``rank % local_world_size``: ranks fill nodes in order.
     """
 
     def __init__(
@@ -93,6 +119,7 @@ class StreamingDataset(IterableDataset):
         batching_method: str = "random",
         allow_unsafe_types: bool = False,
         replication: int | None = None,
+        world: World | None = None,
     ) -> None:
         super().__init__()
         if streams is not None and (remote is not None or local is not None):
@@ -129,7 +156,7 @@ class StreamingDataset(IterableDataset):
         )
         validate_weights([stream.weight for stream in self.streams], epoch_size=epoch_size_value)
 
-        self.world: World = detect_world()
+        self.world: World = detect_world() if world is None else _checked_world(world)
         stores, opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
         self._opened = opened
         # Reused by this process's shard access only (never pickled: a worker opens its own).

@@ -25,8 +25,15 @@ class World:
     local_world_size: int = 1
 
     def __post_init__(self) -> None:
+        for name in ("rank", "world_size", "local_rank", "local_world_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"World.{name}: expected an int, found {value!r}")
         if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank: expected 0 <= rank < world_size={self.world_size}, found {self.rank}")
+            raise ConfigError(
+                f"rank: expected 0 <= rank < world_size={self.world_size}, found {self.rank}; check RANK and "
+                "WORLD_SIZE (or the World passed to StreamingDataset)"
+            )
         if self.local_world_size < 1 or self.world_size % self.local_world_size:
             raise ConfigError(
                 f"local_world_size: expected a divisor of world_size={self.world_size} (ranks per node, the "

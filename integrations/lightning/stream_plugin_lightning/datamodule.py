@@ -13,7 +13,6 @@ and is checked against the loader at the first batch of every training epoch.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -22,7 +21,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from stream_plugin import StreamingDataset
 from stream_plugin.errors import ConfigError, StateError
-from stream_plugin.world import detect_world
+from stream_plugin.world import World, detect_world
 from stream_plugin_lightning.batch_sizes import BatchSizes, check_positive, resolve_batch_sizes
 from stream_plugin_lightning.loaders import EvalLoader, TrainLoader, WorkerInit
 from stream_plugin_lightning.progress import TrainPosition, batches_per_epoch, state_at, train_position
@@ -121,8 +120,16 @@ class StreamingDataModule(pl.LightningDataModule):
 
     # ------------------------------------------------------------------ building
     def build_dataset(self, split: Split, spec: DatasetSpec, batch_size: int) -> StreamingDataset:
-        """Make one split's dataset; override to use a ``StreamingDataset`` subclass."""
-        return StreamingDataset(batch_size=batch_size, **spec.dataset_kwargs())
+        """Make one split's dataset; override to use a ``StreamingDataset`` subclass.
+
+        An override should pass ``world=self.world()`` on, so that a multi-node run knows its node layout.
+        """
+        return StreamingDataset(batch_size=batch_size, world=self.world(), **spec.dataset_kwargs())
+
+    def world(self) -> World:
+        """This process's place in the job: from the attached Trainer, else detected from the environment."""
+        trainer = self._trainer_or_none()
+        return detect_world() if trainer is None else world_from_trainer(trainer)
 
     def setup(self, stage: str) -> None:
         """Build the datasets ``stage`` needs, once; the world (DDP process group) exists by now."""
@@ -131,7 +138,6 @@ class StreamingDataModule(pl.LightningDataModule):
                 "StreamingDataModule: expected train data for fit, found train=None; pass "
                 "train=DatasetSpec(streams=[StreamSpec(remote=..., local=...)])"
             )
-        self._describe_nodes()
         for split in _SPLITS_FOR_STAGE.get(stage, ()):
             spec = self.specs[split]
             if spec is None or split in self.datasets:
@@ -140,18 +146,11 @@ class StreamingDataModule(pl.LightningDataModule):
             if split == "train" and self._restored_train_state is not None:
                 self.datasets["train"].load_state_dict(self._restored_train_state)
 
-    def _describe_nodes(self) -> None:
-        # Lightning's own launcher exports LOCAL_RANK but not LOCAL_WORLD_SIZE, which the dataset reads to
-        # know the node layout; the trainer knows it. Never overrides what a launcher set.
-        trainer = self._trainer_or_none()
-        if trainer is not None and "LOCAL_WORLD_SIZE" not in os.environ and trainer.num_nodes > 1:
-            os.environ["LOCAL_WORLD_SIZE"] = str(trainer.num_devices)
-
     def _train_batch_sizes(self) -> BatchSizes:
         if self._batch_sizes is None:
             spec = self.specs["train"] or self._first_spec()
             self._batch_sizes = resolve_batch_sizes(
-                self.batch_size, self.global_batch_size, detect_world().world_size, spec.replication or 1
+                self.batch_size, self.global_batch_size, self.world().world_size, spec.replication or 1
             )
         return self._batch_sizes
 
@@ -282,3 +281,18 @@ class StreamingDataModule(pl.LightningDataModule):
             f"{expected['sample_in_epoch']}; found it at epoch {found['epoch']}, sample "
             f"{found['sample_in_epoch']} (global batch {found['epoch_batch_size']}) after that batch; {cause}"
         )
+
+
+def world_from_trainer(trainer: pl.Trainer) -> World:
+    """The job's ranks as the Trainer sees them, node layout included.
+
+    Lightning's own launcher exports ``LOCAL_RANK`` but not ``LOCAL_WORLD_SIZE``, so detection from the
+    environment would take a multi-node run for one node of ``world_size`` ranks; the Trainer knows the
+    layout (``num_devices`` processes on each of ``num_nodes`` nodes).
+    """
+    return World(
+        rank=trainer.global_rank,
+        world_size=trainer.world_size,
+        local_rank=trainer.local_rank,
+        local_world_size=trainer.num_devices,
+    )

@@ -49,7 +49,8 @@ class StreamSpec:
 
 @dataclass
 class DatasetSpec:
-    """One split's dataset: the arguments of ``stream_plugin.StreamingDataset`` except ``batch_size``.
+    """One split's dataset: the arguments of ``stream_plugin.StreamingDataset`` except ``batch_size``
+    and ``world`` (the data module fills both in at setup).
 
     Give either ``streams`` (a mix) or ``remote`` / ``local`` (a single source).
     """
