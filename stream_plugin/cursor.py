@@ -2,7 +2,8 @@
 
 The main process's cursor is driven by the loader (``begin`` before workers start, ``end`` when a pass
 runs to its end). Workers receive a copy when they start; persistent workers then advance one epoch
-per pass on their own, exactly as the main process does when nothing was loaded in between.
+per pass on their own, exactly as the main process does when nothing was loaded in between, or, when
+the loader started them to replay, repeat their first pass (evaluation rewinds to one epoch every pass).
 """
 
 from __future__ import annotations
@@ -23,6 +24,18 @@ class IterationPlan:
     num_canonical_nodes: int
 
 
+def persistent_worker_plan(
+    first: IterationPlan, passes_before: int, *, replays: bool, global_batch_size: int
+) -> IterationPlan:
+    """The plan of a worker's pass after ``passes_before`` passes that began with ``first``.
+
+    One rule for the worker that runs the pass and for the loader that decides whether to keep it.
+    """
+    if passes_before == 0 or replays:
+        return first
+    return IterationPlan(first.epoch + passes_before, 0, global_batch_size, first.num_canonical_nodes)
+
+
 class EpochCursor:
     """The epoch bookkeeping of one dataset object (one per process after pickling)."""
 
@@ -32,6 +45,7 @@ class EpochCursor:
         self.active: IterationPlan | None = None  # the pass in progress (or abandoned mid-way)
         self.finished: IterationPlan | None = None  # the last pass handed out to its end
         self.loader_plan: IterationPlan | None = None  # the pass the loader began, for its readers
+        self.loader_replays = False  # persistent workers started now repeat loader_plan at every pass
         self.passes_here = 0  # passes run by this (worker) process
 
     def __getstate__(self) -> dict[str, Any]:
@@ -74,17 +88,16 @@ class EpochCursor:
         return self.begin(global_batch_size=global_batch_size, num_canonical_nodes=num_canonical_nodes)
 
     def plan_in_worker(self, *, global_batch_size: int, num_canonical_nodes: int) -> IterationPlan:
-        """The plan for a pass run by a DataLoader worker: the one it started with, then the next epochs."""
+        """The plan for a pass run by a DataLoader worker: the one it started with, then the next epochs
+        (or the same pass again, when the loader started it to replay)."""
         first = self.loader_plan or self.active
         if first is None:
             # A plain DataLoader started this worker: the main process never planned (see set_epoch).
             first = IterationPlan(self.next_epoch, 0, global_batch_size, num_canonical_nodes)
         self.loader_plan = first
-        plan = first
-        if self.passes_here:
-            plan = IterationPlan(
-                first.epoch + self.passes_here, 0, global_batch_size, first.num_canonical_nodes
-            )
+        plan = persistent_worker_plan(
+            first, self.passes_here, replays=self.loader_replays, global_batch_size=global_batch_size
+        )
         self.passes_here += 1
         return plan
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from torch.utils.data import DataLoader, default_collate
 
-from stream_plugin.cursor import IterationPlan
+from stream_plugin.cursor import IterationPlan, persistent_worker_plan
 from stream_plugin.dataset import StreamingDataset
 from stream_plugin.errors import ConfigError
 from stream_plugin.transport import PackedCollate
@@ -29,6 +30,26 @@ def collate_zero_copy(batch: list[Any]) -> Any:
             "ignore", message="The given NumPy array is not writable", category=UserWarning
         )
         return default_collate(batch)
+
+
+@dataclass(frozen=True)
+class LoaderPosition:
+    """Where the caller stands in the loader's current pass (a read-only snapshot)."""
+
+    epoch: int
+    start: int  # global samples of the epoch consumed before this pass began (a resume point, else 0)
+    batches: int  # batches handed to the caller in this pass
+    sample_in_epoch: int  # global samples of the epoch the caller has received: start + batches' samples
+    epoch_batch_size: int  # the global batch size the epoch's order was built with
+
+
+@dataclass(frozen=True)
+class _PersistentWorkers:
+    """What live persistent workers were started with: enough to predict the plan of their next pass."""
+
+    first_plan: IterationPlan
+    global_batch_size: int
+    replays: bool  # they repeat first_plan at every pass instead of advancing one epoch
 
 
 class StreamingDataLoader(DataLoader):
@@ -59,8 +80,8 @@ class StreamingDataLoader(DataLoader):
             dataset.check_cache_limit(self.num_workers)
         self._plan: IterationPlan | None = None
         self._batches_yielded = 0
-        # Persistent workers advance one epoch per pass on their own; remember where they started.
-        self._workers_first_plan: IterationPlan | None = None
+        # Persistent workers plan their later passes on their own; remember how they started.
+        self._workers: _PersistentWorkers | None = None
         self._worker_passes = 0
 
     @property
@@ -74,18 +95,35 @@ class StreamingDataLoader(DataLoader):
             if shutdown is not None:
                 shutdown()
             self._iterator = None
-        self._workers_first_plan = None
+        self._workers = None
         self._worker_passes = 0
 
     def _workers_would_follow(self, plan: IterationPlan, global_batch_size: int) -> bool:
-        first = self._workers_first_plan
-        return (
-            first is not None
-            and plan.start == 0
-            and plan.epoch == first.epoch + self._worker_passes
-            and plan.epoch_batch_size == global_batch_size
-            and plan.num_canonical_nodes == first.num_canonical_nodes
+        workers = self._workers
+        if workers is None or workers.global_batch_size != global_batch_size:
+            return False
+        next_plan = persistent_worker_plan(
+            workers.first_plan,
+            self._worker_passes,
+            replays=workers.replays,
+            global_batch_size=workers.global_batch_size,
         )
+        return next_plan == plan
+
+    def _workers_should_replay(self, plan: IterationPlan) -> bool:
+        """Whether persistent workers started for ``plan`` should repeat it at every pass.
+
+        Yes when this pass repeats the first pass of the workers it replaces: the caller rewinds to the
+        same epoch before every pass (``set_epoch``), as evaluation does. A wrong guess costs a restart,
+        never data: workers are kept only while the pass they would run next is the one planned here.
+        """
+        return self._workers is not None and self._workers.first_plan == plan
+
+    def _start_workers_for(self, plan: IterationPlan, dataset: StreamingDataset) -> None:
+        replays = self._workers_should_replay(plan)
+        self._restart_workers()
+        self._workers = _PersistentWorkers(plan, dataset.global_batch_size, replays)
+        dataset._cursor.loader_replays = replays  # pickled to the new workers with loader_plan
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         dataset = self._streaming
@@ -96,8 +134,7 @@ class StreamingDataLoader(DataLoader):
         dataset._cursor.loader_plan = plan  # read by the main process, or pickled to new workers
         if self.num_workers and self.persistent_workers:
             if not self._workers_would_follow(plan, dataset.global_batch_size):
-                self._restart_workers()
-                self._workers_first_plan = plan
+                self._start_workers_for(plan, dataset)
             self._worker_passes += 1
         self._plan = plan
         self._batches_yielded = 0
@@ -107,6 +144,7 @@ class StreamingDataLoader(DataLoader):
         batches = super().__iter__()
         if self.num_workers:
             dataset._cursor.loader_plan = None  # the workers now hold their copies
+            dataset._cursor.loader_replays = False
         for batch in batches:
             self._batches_yielded += 1
             if self._batches_yielded == pass_batches:
@@ -116,12 +154,29 @@ class StreamingDataLoader(DataLoader):
             yield batch
         self._plan = None
 
+    @property
+    def position(self) -> LoaderPosition | None:
+        """The caller's position in the pass in progress, or None between passes.
+
+        A pass abandoned mid-way (a ``break``) stays in progress until the next ``iter()`` or
+        ``load_state_dict()``, as it does for ``state_dict()``.
+        """
+        dataset = self._streaming
+        plan = self._plan
+        if dataset is None or plan is None:
+            return None
+        return LoaderPosition(
+            epoch=plan.epoch,
+            start=plan.start,
+            batches=self._batches_yielded,
+            sample_in_epoch=plan.start + self._batches_yielded * dataset.global_batch_size,
+            epoch_batch_size=plan.epoch_batch_size,
+        )
+
     def samples_consumed(self) -> int:
         """Global samples of the current epoch that the caller has received (resume point included)."""
-        dataset = self._streaming
-        if dataset is None or self._plan is None:
-            return 0
-        return self._plan.start + self._batches_yielded * dataset.global_batch_size
+        position = self.position
+        return position.sample_in_epoch if position is not None else 0
 
     def state_dict(self) -> dict[str, int | str]:
         """The exact position of the caller in the global order (rank-independent)."""

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from stream_plugin import StreamingDataLoader, StreamingDataset
+from stream_plugin.cursor import IterationPlan
+from stream_plugin.loader import LoaderPosition
 
 # The expected state after the first batch of a pass, or None outside a Lightning fit.
 ExpectedState = Callable[[], dict[str, int | str] | None]
@@ -73,7 +75,10 @@ class TrainLoader(StreamingDataLoader):
 
     def _check(self, expected: dict[str, int | str]) -> None:
         # The loader's own count: the resume point plus the one batch it has just handed out.
-        found = StreamingDataLoader.state_dict(self)
+        position = self.position
+        if position is None:
+            return
+        found = _found_state(position)
         if any(found[key] != expected[key] for key in _POSITION_KEYS) and self._on_mismatch is not None:
             self._on_mismatch(expected, found)
 
@@ -83,10 +88,19 @@ class TrainLoader(StreamingDataLoader):
         return state if state is not None else super().state_dict()
 
 
+def _found_state(position: LoaderPosition) -> dict[str, Any]:
+    """The parts of a resume state that a mismatch report reads, from the loader's position."""
+    return {
+        "epoch": position.epoch,
+        "sample_in_epoch": position.sample_in_epoch,
+        "epoch_batch_size": position.epoch_batch_size,
+    }
+
+
 class EvalLoader(StreamingDataLoader):
     """A ``StreamingDataLoader`` that iterates epoch 0 in full on every pass (validation, test, predict).
 
-    Persistent workers are restarted at each pass, since each pass rewinds to epoch 0.
+    Persistent workers are started once, to replay that pass every time.
     """
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -94,3 +108,7 @@ class EvalLoader(StreamingDataLoader):
         if isinstance(dataset, StreamingDataset):
             dataset.set_epoch(0)
         yield from super().__iter__()
+
+    def _workers_should_replay(self, plan: IterationPlan) -> bool:
+        # Every pass rewinds to the start of epoch 0, so the first pass is the one to repeat.
+        return True
