@@ -255,8 +255,11 @@ def render(result: dict[str, Any]) -> str:
         "",
         "**Issue 3: time to first sample from a cold cache** (dataset construction included). The right "
         "half repeats it with `gc.freeze()` right after the imports: with torch imported a process holds "
-        "~200k objects, and one full garbage collection over them (about 0.1 s here) lands wherever the "
-        "allocation counters say, in or out of the timer.",
+        "~200k objects, and one full garbage collection over them (about 0.07 s here) lands wherever the "
+        "allocation counters say, in or out of the timer. stream_plugin pauses the collector while it "
+        "creates its boto3 client and parses `index.json` (the bursts of allocation that make one come "
+        "due), so its two halves agree; the others' and plain boto3's (which never imports torch) "
+        "show what the collection costs.",
         "",
         "| library | seconds (median) | spread | this / plain boto3 index + one shard | with gc.freeze(): "
         "seconds | spread | this / plain boto3 |",

@@ -45,10 +45,13 @@ FAIRNESS = """\
   for the loopback server. For several simulated nodes it only reads `torch.distributed`, so its node
   processes join a gloo group; ours and MosaicML read `RANK` / `WORLD_SIZE` / `LOCAL_WORLD_SIZE`.
 - **MosaicML** gets `clean_stale_shared_memory()` before each run (in a fresh process anyway).
-- **Reading the 2-worker rows.** DataLoader workers hand each batch to the main process by pickling it
-  through a pipe (only tensors travel in shared memory), so with `bytes` payloads the pipe caps every
-  library alike: compare a row with the bare ceiling's row of the same case before reading a ratio
-  between libraries. On this 2-core machine the two workers also compete with the main process.
+- **Reading the 2-worker rows.** A plain `DataLoader` worker hands each batch to the main process by
+  pickling it through a pipe, with every tensor in a new shared-memory segment fetched over a socket
+  handshake; with `bytes` payloads the pipe caps MosaicML, litdata and the bare ceiling alike.
+  `StreamingDataLoader` packs batches in its workers (small tensors inside the pickle, large `bytes`
+  lists through reused shared blocks; see the README) and its workers keep freed heap memory for the
+  next batch, so our 2-worker rows can pass the bare ceiling's, which uses a plain `DataLoader`. On
+  this 2-core machine the two workers also compete with the main process.
 - **100 KiB rows move with glibc's malloc.** A batch of 256 x 100 KiB allocates 25 MB of `bytes`;
   whether glibc hands that memory back to the OS between batches (and page-faults it in again) depends
   on the process's allocation history, and moves any library's 0-worker number by up to 2x between
