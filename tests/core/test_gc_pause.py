@@ -68,4 +68,4 @@ def test_parsing_a_large_index_runs_no_collection(collector_on: None) -> None:
     assert len(entries) == 20_000
     # Without the pause: one young collection per 700 new objects and, every so often, a full one.
     # With it, at most the one young collection that was due when the collector came back on.
-    assert collections in ([], [0])
+    assert len(collections) <= 1 and 2 not in collections, collections
