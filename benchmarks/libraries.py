@@ -132,7 +132,10 @@ def import_library(library: str, *, remote: bool = False) -> None:
     import torch.utils.data  # noqa: F401
 
     if library == OURS:
-        import stream_plugin  # noqa: F401
+        # ``import stream_plugin`` defers the reading side (it needs torch); load it here, as the peers'
+        # top-level imports do.
+        import stream_plugin.dataset  # noqa: F401
+        import stream_plugin.loader  # noqa: F401
     elif library == MOSAICML:
         import streaming  # noqa: F401
     elif library == LITDATA:
