@@ -70,6 +70,12 @@ def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) ->
     seconds = time.perf_counter() - start
     peak = peak_rss_mib()
     assert order.num_samples == num_samples
+    return _planning_figures(num_samples, seconds, peak, rss_before, rss_after_imports)
+
+
+def _planning_figures(
+    num_samples: int, seconds: float, peak: float, rss_before: float, rss_after_imports: float
+) -> dict[str, float]:
     return {
         "samples": num_samples,
         "seconds": seconds,
@@ -100,13 +106,7 @@ def mosaicml_run_one(num_samples: int, nodes: int, batch: int, shards: int) -> d
     seconds = time.perf_counter() - start
     peak = peak_rss_mib()
     assert (work != -1).sum() == num_samples
-    return {
-        "samples": num_samples,
-        "seconds": seconds,
-        "peak_rss_mib": peak,
-        "rss_before_mib": rss_before,
-        "rss_after_imports_mib": rss_after_imports,
-    }
+    return _planning_figures(num_samples, seconds, peak, rss_before, rss_after_imports)
 
 
 # --------------------------------------------------------------------------------------------------

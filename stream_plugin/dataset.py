@@ -315,7 +315,6 @@ class StreamingDataset(IterableDataset):
             # reader on the node (a shuffled pass changes shard at nearly every sample).
             max_open = readers_within_limit(
                 self._opened,
-                self.cache_limit,
                 readers=self.world.local_world_size * max(1, detect_worker()[1]),
                 in_flight=1,
                 floor=_READERS_UNDER_LIMIT,

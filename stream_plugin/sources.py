@@ -13,6 +13,7 @@ from stream_plugin.format.index import ShardEntry, load_index
 from stream_plugin.shard_access import StreamCacheSpec
 from stream_plugin.storage import ObjectStore
 from stream_plugin.stream import DownloadSettings, Stream
+from stream_plugin.units import parse_bytes
 
 
 @dataclass(frozen=True)
@@ -128,26 +129,17 @@ def check_cache_limit(
 
 
 def readers_within_limit(
-    opened: OpenedStreams, cache_limit: int | None, *, readers: int, in_flight: int, floor: int, ceiling: int
+    opened: OpenedStreams, *, readers: int, in_flight: int, floor: int, ceiling: int
 ) -> int:
     """How many shards each of ``readers`` processes on this node may keep open (an open shard is
     pinned against eviction) while each also downloads ``in_flight`` more, within every stream's share
-    of ``cache_limit``; between ``floor`` and ``ceiling``. Streams without a remote are never evicted,
-    so they set no bound."""
-    if cache_limit is None:
-        return ceiling
-    cached_total = sum(
-        size
-        for spec, size in zip(opened.cache_specs, opened.stored_bytes_per_stream)
-        if spec.remote is not None
-    )
+    of the cache limit; between ``floor`` and ``ceiling``. Streams without a share (no limit, or no
+    remote: never evicted) set no bound."""
     allowed = ceiling
-    for spec, entries, size in zip(
-        opened.cache_specs, opened.entries_per_stream, opened.stored_bytes_per_stream
-    ):
-        if spec.remote is None or not entries or not cached_total:
+    for spec, entries in zip(opened.cache_specs, opened.entries_per_stream):
+        if spec.config.cache_limit is None or not entries:
             continue
-        share = cache_limit * size // cached_total
+        share = parse_bytes(spec.config.cache_limit, name="cache_limit")
         largest = max(_stored_bytes([entry]) for entry in entries) or 1
         allowed = min(allowed, share // (readers * largest) - in_flight)
     return max(floor, allowed)
