@@ -24,7 +24,7 @@ from stream_plugin.errors import ConfigError, StateError
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.iteration import read_samples
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
-from stream_plugin.order.partition import rank_worker_batches, remaining_global_batches
+from stream_plugin.order.partition import rank_worker_batches, remaining_global_batches, split_tail
 from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
 from stream_plugin.shard_access import ShardAccess
@@ -198,6 +198,9 @@ class StreamingDataset(IterableDataset):
                 "sampling_granularity": self.sampling_granularity,
             }
         )
+        # Whether the partial last global batch of an epoch is dropped (StreamingDataLoader sets it from
+        # its own drop_last); pickled to the workers, which slice the epoch.
+        self.drop_last = False
         # Position bookkeeping; workers receive a copy when the loader starts them.
         self._cursor = EpochCursor()
         self._resumed_canonical_nodes: int | None = None
@@ -284,8 +287,14 @@ class StreamingDataset(IterableDataset):
         return self.num_canonical_nodes if self.num_canonical_nodes is not None else self.world.num_nodes
 
     def __len__(self) -> int:
-        """Samples this device yields per epoch: ``ceil(epoch_size / global batch) * batch_size``."""
-        return math.ceil(self.epoch_size / self.global_batch_size) * self._device_batch_size()
+        """Samples this device yields per epoch: its share of every whole global batch, plus its share
+        of a partial last one (``ceil(rest / data-parallel ranks)``, none with ``drop_last``)."""
+        batch_size = self._device_batch_size()
+        full, rest = self._planner.batch_counts(
+            global_batch_size=self.global_batch_size, device_batch_size=batch_size
+        )
+        last = 0 if self.drop_last or not rest else math.ceil(rest / self.data_parallel_size)
+        return full * batch_size + last
 
     # ------------------------------------------------------------------ statistics
     def node_stats(self) -> StatsSnapshot:
@@ -368,7 +377,23 @@ class StreamingDataset(IterableDataset):
         remaining = remaining_global_batches(
             self._order(plan), consumed=plan.start, global_batch_size=self.global_batch_size
         )
-        return len(remaining)
+        return remaining.num_batches(drop_last=self.drop_last)
+
+    def _samples_in_epoch(self, plan: IterationPlan) -> int:
+        """Samples in the epoch of ``plan``: the largest position a state can hold."""
+        return self._order(plan).num_samples
+
+    def _last_batch_of_pass(self, plan: IterationPlan) -> tuple[int, int]:
+        """``(size, samples before the rank-balance repeats)`` of this rank's last batch in ``plan``'s
+        pass when it is a short one, else ``(0, 0)``."""
+        remaining = remaining_global_batches(
+            self._order(plan), consumed=plan.start, global_batch_size=self.global_batch_size
+        )
+        if self.drop_last or not len(remaining.tail):
+            return 0, 0
+        rank = self.world.rank // self.replication
+        last, real = split_tail(remaining.tail, self.data_parallel_size, rank)
+        return len(last), real
 
     def _order(self, plan: IterationPlan) -> EpochOrder:
         return self._planner.order(
@@ -393,6 +418,8 @@ class StreamingDataset(IterableDataset):
         if isinstance(found, ResumeState):
             return found.to_dict()
         plan, consumed = found
+        # A caller that counts what the ranks received (Composer) counts rank-balance repeats too.
+        consumed = min(consumed, self._samples_in_epoch(plan))
         return ResumeState(
             epoch=plan.epoch,
             sample_in_epoch=consumed,
@@ -477,5 +504,6 @@ class StreamingDataset(IterableDataset):
             consumed=plan.start,
             global_batch_size=self.global_batch_size,
             topology=topology,
+            drop_last=self.drop_last,
         )
-        return batches.reshape(-1)
+        return batches.flat()

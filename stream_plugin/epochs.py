@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stream_plugin.order.batching import epoch_batches
 from stream_plugin.order.plan import DatasetShape, EpochOrder, OrderConfig, plan_epoch
 from stream_plugin.order.sampling import epoch_samples
 from stream_plugin.shard_table import ShardTable
@@ -45,6 +46,15 @@ class EpochPlanner:
     @property
     def epoch_size(self) -> int:
         return int(self._counts.sum())
+
+    def batch_counts(self, *, global_batch_size: int, device_batch_size: int) -> tuple[int, int]:
+        """``(full global batches, samples of the partial last one)`` per epoch, without planning one."""
+        return epoch_batches(
+            self._counts,
+            method=self._settings.batching_method,
+            global_batch_size=global_batch_size,
+            device_batch_size=device_batch_size,
+        )
 
     def chosen_samples(self, epoch: int) -> list[np.ndarray]:
         """The stream-local sample ids each stream contributes to ``epoch`` (sorted, repeats allowed)."""

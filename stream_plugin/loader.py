@@ -57,12 +57,24 @@ class StreamingDataLoader(DataLoader):
 
     Takes the same arguments as ``DataLoader``. The dataset's ``batch_size`` is set from the loader's
     when the dataset left it unset; if both are set they must agree, since workers build whole batches.
+    ``drop_last=True`` drops the partial last global batch of every epoch on every rank (the dataset's
+    ``drop_last`` is set from it), so no rank yields a short batch. Without it, every sample of the
+    epoch is yielded once; on D data-parallel ranks the last batch of each rank may end with one repeat
+    (fewer than D in all) so that every rank yields the same number of batches, and
+    ``real_samples(batch_idx)`` says how many samples of a batch come before such repeats.
     ``collate_fn`` is wrapped in a ``PackedCollate`` (the original is its ``collate``), which makes the
     trip from workers to the main process cheaper (``stream_plugin.transport``).
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> None:
         if isinstance(dataset, StreamingDataset):
+            if kwargs.get("num_workers") and batch_size is None and dataset.batch_size is None:
+                raise ConfigError(
+                    "StreamingDataLoader: expected a batch_size on the loader or the dataset when num_workers > 0, "
+                    "found None for both; workers build whole batches of the global order, so pass the per-device "
+                    "batch_size"
+                )
+            dataset.drop_last = bool(kwargs.get("drop_last", False))
             if dataset.batch_size is None:
                 dataset.batch_size = batch_size
             elif batch_size is not None and dataset.batch_size != batch_size:
@@ -165,13 +177,41 @@ class StreamingDataLoader(DataLoader):
         plan = self._plan
         if dataset is None or plan is None:
             return None
+        received = plan.start + self._batches_yielded * dataset.global_batch_size
         return LoaderPosition(
             epoch=plan.epoch,
             start=plan.start,
             batches=self._batches_yielded,
-            sample_in_epoch=plan.start + self._batches_yielded * dataset.global_batch_size,
+            # A partial last global batch holds fewer samples than G.
+            sample_in_epoch=min(received, dataset._samples_in_epoch(plan)),
             epoch_batch_size=plan.epoch_batch_size,
         )
+
+    def real_samples(self, batch_idx: int) -> int:
+        """How many leading samples of batch ``batch_idx`` (counted from 0 in the current pass) are not
+        rank-balance repeats: the batch size, except in a rank's short last batch of an epoch.
+
+        For exact evaluation on several ranks, update metrics with the first ``real_samples(batch_idx)``
+        samples of each batch: ``metric.update(preds[:n], target[:n])``.
+        """
+        dataset = self._streaming
+        plan = self._plan
+        if dataset is None or plan is None:
+            raise ConfigError(
+                "StreamingDataLoader.real_samples: expected a pass in progress over a StreamingDataset, found "
+                f"{'none' if dataset is not None else type(self.dataset).__name__}; call it while iterating "
+                "(e.g. in validation_step)"
+            )
+        batches = dataset._batches_in_pass(plan)
+        if not 0 <= batch_idx < batches:
+            raise ConfigError(
+                f"StreamingDataLoader.real_samples: expected batch_idx in [0, {batches}) for this pass, found "
+                f"{batch_idx}; pass the index of the batch within the current pass"
+            )
+        size, real = dataset._last_batch_of_pass(plan)
+        if size and batch_idx == batches - 1:
+            return real
+        return dataset._device_batch_size()
 
     def samples_consumed(self) -> int:
         """Global samples of the current epoch that the caller has received (resume point included)."""

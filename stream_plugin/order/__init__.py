@@ -4,7 +4,12 @@ Nothing here does I/O, reads the environment or touches torch.distributed.
 """
 
 from stream_plugin.order.mixing import StreamWeight, WeightScheme, samples_per_stream, validate_weights
-from stream_plugin.order.partition import rank_worker_batches, remaining_global_batches
+from stream_plugin.order.partition import (
+    PassBatches,
+    RankBatches,
+    rank_worker_batches,
+    remaining_global_batches,
+)
 from stream_plugin.order.plan import EpochOrder, OrderConfig, plan_epoch
 from stream_plugin.order.random import permute, random_bits, rng_for, unpermute
 from stream_plugin.order.sampling import SAMPLING_METHODS, SamplingMethod, epoch_samples, epoch_stream_samples
@@ -14,6 +19,8 @@ __all__ = [
     "SAMPLING_METHODS",
     "EpochOrder",
     "OrderConfig",
+    "PassBatches",
+    "RankBatches",
     "SamplingMethod",
     "StreamWeight",
     "Topology",

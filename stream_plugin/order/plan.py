@@ -6,12 +6,14 @@ sees the hardware layout: ``partition.rank_worker_batches`` slices its result fo
 Pipeline (each step in its own module):
 
 1. ``batching.plan_slots``: which group (stream, or all streams mixed) fills each slot of each
-   global batch, where padding goes, and how many samples each canonical node reads per group.
+   global batch, which slots of the last batch stay empty, and how many samples each canonical node
+   reads per group.
 2. ``layout``: each group's chosen samples in a per-epoch shuffled shard order, cut into one
    contiguous span per canonical node with exactly those lengths.
 3. ``shuffle``: each span shuffled in place by the configured algorithm.
 4. Here: node c's span fills its slots ``[floor(c*G/C), floor((c+1)*G/C))`` of every batch in
-   row-major order; padding copies the first samples the same node yields from the same group.
+   row-major order. Empty slots (only in a partial last batch) hold ``EMPTY``: the order never repeats
+   a sample; ``partition`` adds the few repeats that keep data-parallel ranks in step.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_plugin.errors import ConfigError
-from stream_plugin.order.batching import BATCHING_METHODS, NO_GROUP, BatchingMethod, SlotPlan, plan_slots
+from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod, SlotPlan, plan_slots
 from stream_plugin.order.layout import DatasetShape, ShardRuns, group_runs, shuffled_shard_order, slot_ranges
 from stream_plugin.order.shuffle import SpanKey, canonical_shuffle_name, default_block_size, get_shuffle
 
 # Spans are shuffled in this dtype when every global id fits: half the memory of int64.
 _INT32_LIMIT = 2**31
+EMPTY = -1  # an empty slot of a partial last global batch
 
 
 def _is_int(value: object) -> bool:
@@ -94,10 +97,14 @@ class OrderConfig:
 
 @dataclass(frozen=True, eq=False)
 class EpochOrder:
-    """One epoch's global sample order: global batch t is ``batches[t]`` on every layout."""
+    """One epoch's global sample order: global batch t is ``batches[t]`` on every layout.
 
-    batches: np.ndarray  # int64 (T, G): global sample ids
-    pad_positions: np.ndarray  # int64 (num_padded,): flat positions in batches.ravel() that repeat a sample
+    Every chosen sample appears exactly once. Only the last batch may be partial: its empty slots
+    hold ``EMPTY`` and are listed in ``pad_positions``.
+    """
+
+    batches: np.ndarray  # int64 (T, G): global sample ids, EMPTY in the empty slots of a partial last batch
+    pad_positions: np.ndarray  # int64 (num_padded,): flat positions in batches.ravel() of the empty slots
     batching_method: BatchingMethod = "random"
     device_batch_size: int | None = None  # set when the order depends on it (device_per_stream)
 
@@ -111,16 +118,29 @@ class EpochOrder:
 
     @property
     def num_padded(self) -> int:
-        """Slots that repeat an earlier sample of the epoch to complete a batch."""
+        """Empty slots of the partial last batch (0 when every batch is full)."""
         return len(self.pad_positions)
 
     @property
     def num_samples(self) -> int:
-        """Real (not padding) samples in the epoch."""
+        """Samples in the epoch."""
         return self.batches.size - self.num_padded
 
+    @property
+    def full_batches(self) -> int:
+        """Global batches with no empty slot: all but a partial last one."""
+        return self.num_batches - (1 if self.num_padded else 0)
+
+    @property
+    def tail(self) -> np.ndarray:
+        """The samples of a partial last batch in slot order: int64 (r,), r < G (empty when none)."""
+        if not self.num_padded:
+            return np.zeros(0, dtype=np.int64)
+        last = self.batches[-1]
+        return last[last != EMPTY]
+
     def real_flat(self) -> np.ndarray:
-        """The epoch's samples in order without padding: int64 (num_samples,). A copy."""
+        """The epoch's samples in order: int64 (num_samples,). A copy."""
         flat = self.batches.reshape(-1)
         if not self.num_padded:
             return flat.copy()
@@ -137,16 +157,6 @@ def _fill_from_span(
     get_shuffle(algorithm)(out, bounds, key)
 
 
-def _first_real(block: np.ndarray, usable: np.ndarray, count: int) -> np.ndarray:
-    """The first ``count`` entries of ``block[usable]`` in row-major order, reading as few rows as it can."""
-    rows = 1
-    while True:
-        found = block[:rows][usable[:rows]]
-        if len(found) >= count or rows >= len(block):
-            return found[:count]
-        rows *= 2
-
-
 def _assemble_one_group(
     out: np.ndarray,
     runs: ShardRuns,
@@ -156,7 +166,7 @@ def _assemble_one_group(
     epoch: int,
     dtype: np.dtype,
 ) -> list[np.ndarray]:
-    """Fast path for one group: node c's span, then its tail padding, fills its columns row-major."""
+    """Fast path for one group: node c's span, then its empty tail slots, fill its columns row-major."""
     num_batches, G = out.shape
     pad_positions: list[np.ndarray] = []
     begin = 0
@@ -169,9 +179,7 @@ def _assemble_one_group(
         _fill_from_span(buffer[:real], runs, begin, begin + real, key, config.algorithm)
         begin += real
         if pad:
-            # Padding repeats the node's own first samples (wrapping if it has fewer than ``pad``).
-            source = buffer[:real] if real else np.zeros(0, dtype=buffer.dtype)
-            buffer[real:] = np.resize(source, pad) if real else -1  # -1: filled below from another node
+            buffer[real:] = EMPTY
             flat_cols = np.arange(real, real + pad)  # positions within the node's (T, g_c) block
             rows, cols = np.divmod(flat_cols, hi - lo)
             pad_positions.append(rows * G + lo + cols)
@@ -189,13 +197,12 @@ def _assemble_groups(
     epoch: int,
     dtype: np.dtype,
 ) -> None:
-    """General path: node c's span of group g fills the node's real slots of group g, row-major."""
-    assert slots.group_of_slot is not None and slots.is_pad is not None
+    """General path: node c's span of group g fills the node's slots of group g, row-major."""
+    assert slots.group_of_slot is not None
     begin = np.zeros(len(runs_per_group), dtype=np.int64)
     for node, (lo, hi) in enumerate(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True)):
         block = out[:, lo:hi]  # (T, g_c) view
         groups = slots.group_of_slot[:, lo:hi]
-        real_slots = ~slots.is_pad[:, lo:hi]
         for group, runs in enumerate(runs_per_group):
             length = int(slots.span_lengths[node, group])
             if not length:
@@ -203,28 +210,8 @@ def _assemble_groups(
             key = SpanKey(config.shuffle_seed, epoch, (group, node), config.block_size)
             span = np.empty(length, dtype=dtype)
             _fill_from_span(span, runs, int(begin[group]), int(begin[group]) + length, key, config.algorithm)
-            block[real_slots & (groups == group)] = span
+            block[groups == group] = span
             begin[group] += length
-
-
-def _fill_padding(out: np.ndarray, edges: np.ndarray, group_of_slot: np.ndarray, is_pad: np.ndarray) -> None:
-    """Padding slots copy the first samples their canonical node yields from the same group.
-
-    ``group_of_slot`` and ``is_pad`` are (T, G). A node with no real sample of that group borrows
-    the epoch's first samples of the group; ``NO_GROUP`` padding copies any group.
-    """
-    for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
-        block, pads, groups = out[:, lo:hi], is_pad[:, lo:hi], group_of_slot[:, lo:hi]  # (T, g_c) views
-        pad_rows = np.flatnonzero(pads.any(axis=1))
-        for group in np.unique(groups[pad_rows][pads[pad_rows]]).tolist():
-            targets = pads & (groups == group)
-            count = int(targets.sum())
-            usable = ~pads if group == NO_GROUP else ~pads & (groups == group)
-            source = _first_real(block, usable, count)
-            if not len(source):  # this node has none of the group: borrow the epoch's first ones
-                everywhere = ~is_pad if group == NO_GROUP else ~is_pad & (group_of_slot == group)
-                source = _first_real(out, everywhere, count)
-            block[targets] = np.resize(source, count)
 
 
 def plan_epoch(
@@ -233,7 +220,8 @@ def plan_epoch(
     """The global sample order of ``epoch``: global batches of global sample ids.
 
     ``chosen_per_stream[s]`` holds stream s's chosen stream-local sample ids for this epoch, sorted
-    (repeats for upsampling). The result does not depend on nodes, ranks or workers.
+    (repeats for upsampling). The result does not depend on nodes, ranks or workers. Batching methods
+    that keep whole batches only (all but ``random``) leave the rest of a stream out of the epoch.
     """
     if len(chosen_per_stream) != shape.num_streams:
         raise ConfigError(
@@ -267,15 +255,9 @@ def plan_epoch(
     if slots.group_of_slot is None:
         pad_positions = _assemble_one_group(out, runs_per_group[0], slots, edges, config, epoch, dtype)
         flat_pads = np.sort(np.concatenate(pad_positions)) if pad_positions else np.zeros(0, np.int64)
-        if (out.reshape(-1)[flat_pads] < 0).any():  # a node had no real sample to repeat
-            is_pad = np.zeros(out.shape, dtype=bool)
-            is_pad.reshape(-1)[flat_pads] = True
-            _fill_padding(out, edges, np.zeros(out.shape, dtype=np.int16), is_pad)
     else:
-        assert slots.is_pad is not None
         _assemble_groups(out, runs_per_group, slots, edges, config, epoch, dtype)
-        _fill_padding(out, edges, slots.group_of_slot, slots.is_pad)
-        flat_pads = np.flatnonzero(slots.is_pad.reshape(-1))
+        flat_pads = np.zeros(0, np.int64)
     out.setflags(write=False)  # callers get views of it: nobody may change the epoch's order
     return EpochOrder(
         batches=out,

@@ -22,57 +22,99 @@ from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
 
 Layout = tuple[Topology, int]  # (the job's topology, its global batch size)
-JobFn = Callable[[EpochOrder, int, int, Topology], np.ndarray]
+Rows = list[np.ndarray]  # global batches, each the samples of one batch in slot order (the last may be short)
+JobFn = Callable[[EpochOrder, int, int, Topology], Rows]
+
+
+def order_rows(order: EpochOrder) -> Rows:
+    """The order's global batches without their empty slots."""
+    rows = list(order.batches[: order.full_batches])
+    return [*rows, order.tail] if order.num_padded else rows
+
+
+def assert_rows_equal(actual: Rows, expected: Rows, err_msg: str = "") -> None:
+    assert len(actual) == len(expected), f"{err_msg}: {len(actual)} batches, expected {len(expected)}"
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        np.testing.assert_array_equal(got, want, err_msg=f"{err_msg}: batch {index}")
 
 
 def loader_batches(
-    order: EpochOrder, *, consumed: int, global_batch_size: int, topology: Topology
-) -> np.ndarray:
-    """What ``topology.rank``'s DataLoader yields: its workers' batches round-robin. int64 (n, B)."""
+    order: EpochOrder, *, consumed: int, global_batch_size: int, topology: Topology, drop_last: bool = False
+) -> list[tuple[np.ndarray, int]]:
+    """What ``topology.rank``'s DataLoader yields: its workers' batches round-robin.
+
+    One ``(device batch, samples before rank-balance repeats)`` per step.
+    """
     per_worker = [
         rank_worker_batches(
             order,
             consumed=consumed,
             global_batch_size=global_batch_size,
             topology=topology.with_position(topology.rank, worker),
+            drop_last=drop_last,
         )
         for worker in range(topology.num_workers)
-    ]  # W x (n_w, B)
-    total = sum(len(batches) for batches in per_worker)
-    device_batch = global_batch_size // topology.data_parallel_size
-    loader = np.empty((total, device_batch), dtype=np.int64)
-    for worker, batches in enumerate(per_worker):
+    ]
+    total = sum(part.num_batches for part in per_worker)
+    steps: list[tuple[np.ndarray, int] | None] = [None] * total
+    for worker, part in enumerate(per_worker):
         # Worker w serves loader steps w, w + W, ...; it must hold exactly that many batches.
-        assert len(loader[worker :: topology.num_workers]) == len(batches), "workers are unbalanced"
-        loader[worker :: topology.num_workers] = batches
-    return loader
+        mine = list(range(worker, total, topology.num_workers))
+        assert len(mine) == part.num_batches, "workers are unbalanced"
+        batches = [(row, len(row)) for row in part.full]
+        if len(part.last):
+            assert mine[-1] == total - 1, "a short batch that is not the rank's last"
+            batches.append((part.last, part.last_real))
+        for step, batch in zip(mine, batches, strict=True):
+            steps[step] = batch
+    return [step for step in steps if step is not None]
 
 
-def job_batches(order: EpochOrder, consumed: int, global_batch_size: int, topology: Topology) -> np.ndarray:
-    """The global batches the whole job yields from ``consumed``, rebuilt from every rank: (n, G)."""
+def job_batches(
+    order: EpochOrder, consumed: int, global_batch_size: int, topology: Topology, drop_last: bool = False
+) -> Rows:
+    """The global batches the whole job yields from ``consumed``, rebuilt from every rank.
+
+    Checks that every rank yields the same number of batches, of the same size, that replication
+    groups agree, and that rank-balance repeats are fewer than the data-parallel size; the rebuilt
+    batches leave the repeats out.
+    """
     per_rank = [
         loader_batches(
             order,
             consumed=consumed,
             global_batch_size=global_batch_size,
             topology=topology.with_position(rank),
+            drop_last=drop_last,
         )
         for rank in range(topology.world_size)
-    ]  # world x (n, B)
+    ]
     lengths = {len(batches) for batches in per_rank}
     assert len(lengths) == 1, f"ranks yield different batch counts {sorted(lengths)}: DDP would hang"
     for rank, batches in enumerate(per_rank):
         leader = per_rank[rank - rank % topology.replication]
-        np.testing.assert_array_equal(
-            batches, leader, err_msg=f"rank {rank} differs from its replication group"
-        )
+        for (mine, _), (theirs, _) in zip(batches, leader, strict=True):
+            np.testing.assert_array_equal(mine, theirs, err_msg=f"rank {rank} differs from its replication group")
     data_parallel = per_rank[:: topology.replication]  # one per data-parallel rank, in order
-    return np.concatenate(data_parallel, axis=1)  # (n, G)
+    D = len(data_parallel)
+    rows: Rows = []
+    for step in range(lengths.pop()):
+        shares = [batches[step] for batches in data_parallel]
+        sizes = {len(batch) for batch, _ in shares}
+        assert len(sizes) == 1, f"step {step}: ranks yield batches of sizes {sorted(sizes)}"
+        real = [batch[:count] for batch, count in shares]
+        repeats = sum(len(batch) - count for batch, count in shares)
+        if all(count == len(batch) for batch, count in shares) and sizes == {global_batch_size // D}:
+            rows.append(np.concatenate(real))
+            continue
+        assert repeats < D, f"step {step}: {repeats} rank-balance repeats on {D} ranks"
+        rows.append(np.concatenate(real))  # the ranks hold consecutive pieces of the partial batch
+    return rows
 
 
 def run_segments(
     order: EpochOrder, layouts: Sequence[Layout], cuts: Sequence[int], job: JobFn = job_batches
-) -> list[tuple[int, np.ndarray]]:
+) -> list[tuple[int, Rows]]:
     """Run ``layouts[i]`` for ``cuts[i]`` global batches, then resume on the next; the last runs to the end.
 
     Returns ``(consumed at start, global batches yielded)`` per segment that yielded anything.
@@ -85,18 +127,8 @@ def run_segments(
         segments.append((consumed, taken))
         if len(taken) == len(batches):  # the epoch is over: nothing left to resume
             break
-        consumed += len(taken) * global_batch_size
+        consumed += sum(len(row) for row in taken)
     return segments
-
-
-def real_samples(order: EpochOrder, consumed: int, batches: np.ndarray) -> np.ndarray:
-    """The non-padding samples among ``batches`` (yielded from ``consumed``), in order."""
-    flat = batches.reshape(-1)
-    G = order.global_batch_size
-    if batches.shape[1] == G and consumed % G == 0:  # the order's own rows: padding at known positions
-        positions = np.arange(consumed, consumed + flat.size)
-        return flat[~np.isin(positions, order.pad_positions)]
-    return flat[: max(0, order.num_samples - consumed)]  # re-chunked: padding only after the real tail
 
 
 def assert_resumes_identically(
@@ -109,27 +141,23 @@ def assert_resumes_identically(
     """Interrupt and resume across ``layouts`` at every cut; the samples seen must equal the epoch's.
 
     ``cuts`` lists, per trial, how many global batches each layout but the last runs (default: every
-    cut for two layouts, a grid for more). Checks: the concatenated real samples equal the
-    uninterrupted epoch exactly; with an unchanged global batch size the batches themselves equal
-    the order's rows; padding only in the final batch and below one batch.
+    cut for two layouts, a grid for more). Checks: the concatenated samples equal the uninterrupted
+    epoch exactly; with an unchanged global batch size the batches themselves equal the order's rows;
+    only the very last batch may be short.
     """
     reference = order.real_flat()
     same_batch_size = all(size == order.global_batch_size for _, size in layouts)
     for trial in cuts if cuts is not None else default_cuts(order, layouts):
         segments = run_segments(order, layouts, trial, job)
-        seen = np.concatenate([real_samples(order, consumed, batches) for consumed, batches in segments])
-        np.testing.assert_array_equal(
-            seen, reference, err_msg=f"cuts {trial} skip, repeat or reorder samples"
-        )
+        rows = [row for _, batches in segments for row in batches]
+        seen = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        np.testing.assert_array_equal(seen, reference, err_msg=f"cuts {trial} skip, repeat or reorder samples")
         if same_batch_size:
-            rows = np.concatenate([batches for _, batches in segments])
-            np.testing.assert_array_equal(
-                rows, order.batches, err_msg=f"cuts {trial} change the global batches"
-            )
-        if not same_batch_size:  # re-chunked: padding only completes the very last batch
-            consumed, last = segments[-1]
-            padding = last.size - (order.num_samples - consumed)
-            assert 0 <= padding < max(1, last.shape[1]), f"cuts {trial}: {padding} padding slots"
+            assert_rows_equal(rows, order_rows(order), err_msg=f"cuts {trial} change the global batches")
+        for index, ((_, size), (_, batches)) in enumerate(zip(layouts, segments, strict=False)):
+            body = batches[:-1] if index == len(segments) - 1 else batches
+            short = [len(row) for row in body if len(row) != size]
+            assert not short, f"cuts {trial}: short batches {short} before the epoch's last"
 
 
 def default_cuts(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from resume_helpers import assert_resumes_identically, job_batches
+from resume_helpers import assert_resumes_identically, assert_rows_equal, job_batches, order_rows
 
 from stream_plugin.errors import ConfigError, StateError
-from stream_plugin.order.batching import stratified_counts
+from stream_plugin.order.batching import epoch_batches, stratified_portions
 from stream_plugin.order.layout import DatasetShape
 from stream_plugin.order.partition import rank_worker_batches
 from stream_plugin.order.plan import EpochOrder, OrderConfig, plan_epoch
@@ -41,16 +41,22 @@ def stream_of(ids: np.ndarray) -> np.ndarray:
     return np.searchsorted(STREAM_STARTS, ids, side="right") - 1
 
 
-def real_mask(order: EpochOrder) -> np.ndarray:
-    mask = np.ones(order.batches.shape, dtype=bool)
-    mask.reshape(-1)[order.pad_positions] = False
-    return mask
+@pytest.mark.parametrize("method", ["random", "stratified", "per_stream", "device_per_stream"])
+def test_every_method_uses_each_sample_at_most_once(method: str) -> None:
+    order = plan(method, device_batch_size=10)
+    flat = order.real_flat()
+    assert len(np.unique(flat)) == len(flat) and flat.min() >= 0 and flat.max() < 999
+
+
+def test_random_uses_every_sample_once() -> None:
+    np.testing.assert_array_equal(np.sort(plan("random").real_flat()), np.arange(999))
 
 
 @pytest.mark.parametrize("method", ["random", "stratified", "per_stream", "device_per_stream"])
-def test_every_method_covers_each_chosen_sample_once(method: str) -> None:
+def test_epoch_batches_counts_without_planning(method: str) -> None:
     order = plan(method, device_batch_size=10)
-    np.testing.assert_array_equal(np.sort(order.real_flat()), np.arange(999))
+    full, rest = epoch_batches(STREAM_SIZES, method=method, global_batch_size=40, device_batch_size=10)
+    assert (full, rest) == (order.full_batches, len(order.tail))
 
 
 def test_random_mixes_streams_in_proportion_on_average() -> None:
@@ -60,29 +66,38 @@ def test_random_mixes_streams_in_proportion_on_average() -> None:
     assert len({tuple(row) for row in counts}) > 1  # proportions vary between batches
 
 
-def test_stratified_batches_hold_floor_or_ceil_of_each_share() -> None:
+def test_stratified_batches_hold_mosaicml_fixed_portions() -> None:
     order = plan("stratified")
-    share = 40 * STREAM_SIZES / 999
-    counts = np.stack([np.bincount(stream_of(row), minlength=3) for row in order.batches[:-1]])
-    assert np.all(counts >= np.floor(share)) and np.all(counts <= np.ceil(share))
-    cumulative = np.cumsum(counts, axis=0)
-    ideal = np.arange(1, len(counts) + 1)[:, None] * share[None, :]
-    assert np.abs(cumulative - ideal).max() < 1
+    # MosaicML: floor(40 * share) = [12, 20, 7], the missing slot to the largest remainder (stream 2).
+    assert stratified_portions(STREAM_SIZES, 40).tolist() == [12, 20, 8]
+    counts = np.stack([np.bincount(stream_of(row), minlength=3) for row in order.batches])
+    assert np.all(counts == [12, 20, 8])
+    assert order.num_batches == min(300 // 12, 500 // 20, 199 // 8) == 24 and order.num_padded == 0
 
 
-def test_stratified_counts_track_shares_for_many_mixes() -> None:
+def test_stratified_portions_sum_to_the_batch_for_many_mixes() -> None:
     rng = np.random.default_rng(0)
     for _ in range(300):
-        sizes = rng.integers(0, 400, rng.integers(1, 7))
+        sizes = rng.integers(1, 400, rng.integers(1, 7))
         G = int(rng.integers(1, 50))
-        if sizes.sum() == 0:
-            continue
-        counts = stratified_counts(sizes, G)  # (T, S)
-        full = int(sizes.sum() // G)
+        portions = stratified_portions(sizes, G)
         share = G * sizes / sizes.sum()
-        np.testing.assert_array_equal(counts.sum(axis=0), sizes)
-        assert np.all(counts[:full].sum(axis=1) == G)
-        assert np.all(counts[:full] >= np.floor(share)) and np.all(counts[:full] <= np.ceil(share))
+        assert portions.sum() == G
+        assert np.all(portions >= np.floor(share)) and np.all(portions <= np.floor(share) + 1)
+
+
+def test_stratified_refuses_a_stream_too_small_for_its_share() -> None:
+    with pytest.raises(
+        ConfigError, match=r"stream 1: expected at least one sample in each global batch of 10"
+    ):
+        epoch_batches(np.array([995, 5]), method="stratified", global_batch_size=10, device_batch_size=None)
+    with pytest.raises(ValueError, match=r"increase the global batch size, or the proportion"):
+        plan_epoch(
+            DatasetShape(np.array([995, 5]), np.array([0, 1])),
+            [np.arange(995), np.arange(5)],
+            OrderConfig(batching_method="stratified", global_batch_size=10),
+            epoch=0,
+        )
 
 
 def test_stratified_spreads_streams_over_slots_when_shuffling() -> None:
@@ -91,13 +106,13 @@ def test_stratified_spreads_streams_over_slots_when_shuffling() -> None:
     assert first_slot_streams == {0, 1, 2}  # every rank sees every stream, not one stream per slot range
 
 
-def test_per_stream_batches_each_come_from_one_stream_padding_included() -> None:
+def test_per_stream_batches_each_come_from_one_stream_and_are_whole() -> None:
     order = plan("per_stream")
     for row in order.batches:
         assert len(set(stream_of(row).tolist())) == 1
     batches_per_stream = np.bincount(stream_of(order.batches[:, 0]), minlength=3)
-    assert batches_per_stream.tolist() == (-(-STREAM_SIZES // 40)).tolist()
-    assert order.num_padded == int((batches_per_stream * 40 - STREAM_SIZES).sum())  # < G per stream
+    assert batches_per_stream.tolist() == (STREAM_SIZES // 40).tolist()  # MosaicML's count
+    assert order.num_padded == 0
 
 
 def test_per_stream_batch_sequence_is_shuffled_and_deterministic() -> None:
@@ -106,8 +121,24 @@ def test_per_stream_batch_sequence_is_shuffled_and_deterministic() -> None:
     np.testing.assert_array_equal(streams, stream_of(plan("per_stream").batches[:, 0]))
 
 
+@pytest.mark.parametrize("method", ["random", "stratified", "per_stream", "device_per_stream"])
+def test_unshuffled_order_is_the_same_every_epoch(method: str) -> None:
+    config = OrderConfig(
+        shuffle=False,
+        num_canonical_nodes=4,
+        batching_method=method,  # type: ignore[arg-type]
+        global_batch_size=40,
+        device_batch_size=10,
+    )
+    chosen = [np.arange(n) for n in STREAM_SIZES]
+    first = plan_epoch(shape(), chosen, config, epoch=0)
+    for epoch in (1, 5):
+        np.testing.assert_array_equal(plan_epoch(shape(), chosen, config, epoch=epoch).batches, first.batches)
+
+
 def test_device_per_stream_device_batches_each_come_from_one_stream() -> None:
     order = plan("device_per_stream", G=40, device_batch_size=10)
+    assert order.num_batches == (STREAM_SIZES // 10).sum() // 4 and order.num_padded == 0
     device_batches = order.batches.reshape(-1, 10)  # (T * 4, B)
     for batch in device_batches:
         assert len(set(stream_of(batch).tolist())) == 1
@@ -139,7 +170,7 @@ def test_per_stream_refuses_a_changed_global_batch_size() -> None:
 def test_every_method_resumes_exactly_on_another_layout(method: str) -> None:
     order = plan(method, device_batch_size=10)
     first, then = Topology(2, 2, 2), Topology(4, 1, 4)  # both have 4 data-parallel ranks: B = 10
-    np.testing.assert_array_equal(job_batches(order, 0, 40, then), order.batches)
+    assert_rows_equal(job_batches(order, 0, 40, then), order_rows(order))
     assert_resumes_identically(order, [(first, 40), (then, 40)])
 
 
@@ -149,7 +180,7 @@ def test_unknown_batching_method_lists_the_choices() -> None:
 
 
 def test_upsampled_repeats_appear_as_often_as_chosen() -> None:
-    chosen = [np.repeat(np.arange(300), 2), np.arange(0, 500, 5), np.array([3, 3, 3])]
+    chosen = [np.repeat(np.arange(300), 2), np.arange(0, 500, 5), np.repeat(np.arange(50), 2)]  # 600/100/100
     config = OrderConfig(
         shuffle=True, num_canonical_nodes=4, global_batch_size=16, batching_method="stratified"
     )
@@ -158,13 +189,10 @@ def test_upsampled_repeats_appear_as_often_as_chosen() -> None:
     np.testing.assert_array_equal(np.sort(order.real_flat()), np.sort(expected))
 
 
-def test_per_stream_padding_of_a_tiny_stream_comes_from_that_stream() -> None:
+def test_per_stream_stream_smaller_than_a_batch_gives_no_batch() -> None:
     tiny = DatasetShape(np.array([100, 3]), np.array([0, 1]))
     config = OrderConfig(
         shuffle=True, num_canonical_nodes=4, global_batch_size=16, batching_method="per_stream"
     )
     order = plan_epoch(tiny, [np.arange(100), np.arange(3)], config, epoch=0)
-    for row in order.batches:
-        assert len(set((row >= 100).tolist())) == 1  # one stream per batch, padding included
-    tiny_row = order.batches[order.batches[:, 0] >= 100][0]
-    assert sorted(set(tiny_row.tolist())) == [100, 101, 102]
+    assert order.num_batches == 6 and np.all(order.batches < 100)

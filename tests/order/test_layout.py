@@ -106,7 +106,7 @@ def test_no_canonical_node_runs_dry_before_the_last_batch() -> None:
     config = OrderConfig(shuffle=True, shuffle_algo="permute", num_canonical_nodes=3, global_batch_size=8)
     order = plan_epoch(s, [np.arange(45)], config, epoch=0)
     assert order.batches.shape == (6, 8) and order.num_padded == 3
-    # Padding sits only in the last batch, at the tail of the canonical nodes' slot ranges.
+    # Empty slots sit only in the last batch, at the tail of the canonical nodes' slot ranges.
     last_row = order.pad_positions - 5 * 8
     assert np.all(last_row >= 0)
     edges = slot_ranges(8, 3)  # [0, 2, 5, 8]
@@ -115,25 +115,20 @@ def test_no_canonical_node_runs_dry_before_the_last_batch() -> None:
         assert slot >= edges[node + 1] - np.count_nonzero(node_of_pad == node)
 
 
-def test_padding_repeats_the_first_samples_of_the_same_canonical_node() -> None:
+def test_empty_slots_hold_no_sample() -> None:
     s = DatasetShape(np.array([7, 13, 5, 9, 11]), np.zeros(5, dtype=np.int64))
     config = OrderConfig(shuffle=True, shuffle_algo="permute", num_canonical_nodes=3, global_batch_size=8)
     order = plan_epoch(s, [np.arange(45)], config, epoch=0)
-    edges = slot_ranges(8, 3)
-    for node in range(3):
-        columns = order.batches[:, edges[node] : edges[node + 1]].ravel()
-        flat_positions = (
-            np.arange(6)[:, None] * 8 + np.arange(edges[node], edges[node + 1])[None, :]
-        ).ravel()
-        pads = np.isin(flat_positions, order.pad_positions)
-        assert columns[pads].tolist() == columns[~pads][: pads.sum()].tolist()
+    assert np.all(order.batches.reshape(-1)[order.pad_positions] == -1)
+    assert sorted(order.real_flat().tolist()) == list(range(45))
+    assert order.full_batches == 5 and len(order.tail) == 5
 
 
-def test_tiny_epoch_smaller_than_one_batch_is_one_padded_batch() -> None:
+def test_tiny_epoch_smaller_than_one_batch_is_one_partial_batch() -> None:
     s = DatasetShape(np.array([2, 1]), np.array([0, 0]))
     order = plan_epoch(s, [np.arange(3)], OrderConfig(num_canonical_nodes=4, global_batch_size=8), epoch=0)
     assert order.batches.shape == (1, 8) and order.num_padded == 5
-    assert set(order.batches.ravel().tolist()) == {0, 1, 2}
+    assert sorted(order.tail.tolist()) == [0, 1, 2] and order.full_batches == 0
 
 
 def test_empty_epoch_has_no_batches() -> None:

@@ -10,7 +10,13 @@ import itertools
 
 import numpy as np
 import pytest
-from resume_helpers import assert_resumes_identically, job_batches, loader_batches
+from resume_helpers import (
+    assert_resumes_identically,
+    assert_rows_equal,
+    job_batches,
+    loader_batches,
+    order_rows,
+)
 
 from stream_plugin.order.layout import DatasetShape
 from stream_plugin.order.plan import EpochOrder, OrderConfig, plan_epoch
@@ -68,24 +74,23 @@ def order(request: pytest.FixtureRequest, shape: DatasetShape) -> EpochOrder:
 def test_every_layout_yields_the_layout_free_global_batches(order: EpochOrder) -> None:
     for topology in topologies():
         rebuilt = job_batches(order, 0, order.global_batch_size, topology)
-        np.testing.assert_array_equal(rebuilt, order.batches, err_msg=str(topology))
+        assert_rows_equal(rebuilt, order_rows(order), err_msg=str(topology))
 
 
 def test_replication_groups_read_identical_batches(order: EpochOrder) -> None:
     # job_batches asserts every rank equals its group leader; the glued result is still the order.
     for topology in topologies(replication=2) + topologies(replication=8):
-        np.testing.assert_array_equal(job_batches(order, 0, order.global_batch_size, topology), order.batches)
+        assert_rows_equal(job_batches(order, 0, order.global_batch_size, topology), order_rows(order))
 
 
-def test_natural_epoch_has_every_sample_once_and_padding_below_one_batch(
-    order: EpochOrder, shape: DatasetShape
-) -> None:
+def test_natural_epoch_has_every_sample_once_and_no_repeats(order: EpochOrder, shape: DatasetShape) -> None:
     np.testing.assert_array_equal(np.sort(order.real_flat()), np.arange(shape.num_samples))
     assert order.num_padded == order.batches.size - shape.num_samples
     assert 0 <= order.num_padded < order.global_batch_size
-    # Padding repeats samples of the epoch, and sits in the last global batch only.
+    # Empty slots sit in the last global batch only, and hold no sample.
     assert np.all(order.pad_positions >= (order.num_batches - 1) * order.global_batch_size)
-    assert np.isin(order.batches.reshape(-1)[order.pad_positions], order.real_flat()).all()
+    assert np.all(order.batches.reshape(-1)[order.pad_positions] == -1)
+    assert len(order.tail) == shape.num_samples % order.global_batch_size
 
 
 def test_order_ignores_layout_and_depends_on_the_epoch(shape: DatasetShape) -> None:
@@ -106,10 +111,11 @@ def node_shard_pairs(order: EpochOrder, shape: DatasetShape, topology: Topology)
         ranks = range(node * topology.ranks_per_node, (node + 1) * topology.ranks_per_node)
         samples = np.concatenate(
             [
-                loader_batches(
-                    order, consumed=0, global_batch_size=G, topology=topology.with_position(r)
-                ).ravel()
+                batch
                 for r in ranks
+                for batch, _ in loader_batches(
+                    order, consumed=0, global_batch_size=G, topology=topology.with_position(r)
+                )
             ]
         )
         pairs += len(np.unique(np.searchsorted(shard_starts, samples, side="right")))
