@@ -63,9 +63,9 @@ def test_replication_gives_identical_data_to_consecutive_ranks(
     assert per_rank[0] != per_rank[2]
     both = per_rank[0] + per_rank[2]
     assert set(both) == set(range(1000))
-    # Global batch 16 = 2 data-parallel groups x 8: 63 batches, the last padded with 8 repeats.
-    assert len(per_rank[0]) == len(dataset) == 63 * 8
-    assert len(both) - 1000 == 8
+    # Global batch 16 = 2 data-parallel groups x 8: 62 whole batches, then 8 samples, 4 per group.
+    assert len(per_rank[0]) == len(dataset) == 62 * 8 + 4
+    assert len(both) == 1000  # no repeats: 1000 divides by the 2 data-parallel groups
 
 
 def test_dataset_iterated_directly_advances_its_epoch(remote_1k: Path, tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_loader_and_dataset_batch_sizes_must_agree(remote_1k: Path, tmp_path: Pa
 def test_loader_fills_in_an_unset_dataset_batch_size(remote_1k: Path, tmp_path: Path) -> None:
     dataset = StreamingDataset(remote=f"file://{remote_1k}", local=str(tmp_path))
     loader = StreamingDataLoader(dataset, batch_size=16)
-    assert dataset.batch_size == 16 and len(loader) == 63
+    assert dataset.batch_size == 16 and len(loader) == 63  # 62 whole batches and a short one of 8
 
 
 def test_ndarray_batches_collate_without_the_read_only_warning(tmp_path: Path) -> None:
