@@ -381,7 +381,17 @@ class StreamingDataset(IterableDataset):
 
     def _samples_in_epoch(self, plan: IterationPlan) -> int:
         """Samples in the epoch of ``plan``: the largest position a state can hold."""
-        return self._order(plan).num_samples
+        return self.samples_in_epoch(plan.epoch_batch_size)
+
+    def samples_in_epoch(self, global_batch_size: int | None = None) -> int:
+        """Samples an epoch ordered for ``global_batch_size`` (default: today's) holds over all ranks: the
+        largest ``sample_in_epoch`` a state can hold. ``epoch_size`` for ``random`` batching; the whole
+        batches only for the other methods."""
+        size = self.global_batch_size if global_batch_size is None else global_batch_size
+        full, rest = self._planner.batch_counts(
+            global_batch_size=size, device_batch_size=self._device_batch_size()
+        )
+        return full * size + rest
 
     def _last_batch_of_pass(self, plan: IterationPlan) -> tuple[int, int]:
         """``(size, samples before the rank-balance repeats)`` of this rank's last batch in ``plan``'s

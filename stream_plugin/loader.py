@@ -194,6 +194,15 @@ class StreamingDataLoader(DataLoader):
         For exact evaluation on several ranks, update metrics with the first ``real_samples(batch_idx)``
         samples of each batch: ``metric.update(preds[:n], target[:n])``.
         """
+        return self._batch_counts(batch_idx)[1]
+
+    def repeats_in(self, batch_idx: int) -> int:
+        """How many trailing samples of batch ``batch_idx`` of the current pass repeat an earlier one so
+        that every rank yields the same number of batches (0 but in a rank's short last batch)."""
+        size, real = self._batch_counts(batch_idx)
+        return size - real
+
+    def _batch_counts(self, batch_idx: int) -> tuple[int, int]:
         dataset = self._streaming
         plan = self._plan
         if dataset is None or plan is None:
@@ -203,15 +212,16 @@ class StreamingDataLoader(DataLoader):
                 "(e.g. in validation_step)"
             )
         batches = dataset._batches_in_pass(plan)
-        if not 0 <= batch_idx < batches:
+        if isinstance(batch_idx, bool) or not isinstance(batch_idx, int) or not 0 <= batch_idx < batches:
             raise ConfigError(
                 f"StreamingDataLoader.real_samples: expected batch_idx in [0, {batches}) for this pass, found "
-                f"{batch_idx}; pass the index of the batch within the current pass"
+                f"{batch_idx!r}; pass the index of the batch within the current pass"
             )
         size, real = dataset._last_batch_of_pass(plan)
         if size and batch_idx == batches - 1:
-            return real
-        return dataset._device_batch_size()
+            return size, real
+        batch_size = dataset._device_batch_size()
+        return batch_size, batch_size
 
     def samples_consumed(self) -> int:
         """Global samples of the current epoch that the caller has received (resume point included)."""

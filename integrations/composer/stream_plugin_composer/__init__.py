@@ -3,6 +3,7 @@
 - ``build_streaming_dataspec``: the llm-foundry ``train_loader`` builder (``name: stream_plugin``).
 - ``streaming_dataspec``: wrap a ``StreamingDataLoader`` you built yourself.
 - ``ExactDataResumption``: saves the data position from Composer's counters (``stream_plugin_resume``).
+- ``ExactEvaluation``: metrics count every evaluation sample once on any number of ranks (``stream_plugin_exact_eval``).
 - ``PreemptionCheckpoint``: SIGTERM -> finish the batch, checkpoint, exit 143 (``stream_plugin_preemption``).
 - ``run_is_complete`` / ``set_aside_unfinished_checkpoints``: make "rerun the same command" autoresume.
 """
@@ -10,14 +11,17 @@
 from stream_plugin_composer.autoresume import run_is_complete, set_aside_unfinished_checkpoints
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_dataspec
+from stream_plugin_composer.evaluation import ExactEvaluation, first_samples
 from stream_plugin_composer.preemption import PreemptionCheckpoint
 from stream_plugin_composer.resumption import ExactDataResumption
 from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 __all__ = [
     "ExactDataResumption",
+    "ExactEvaluation",
     "PreemptionCheckpoint",
     "build_streaming_dataspec",
+    "first_samples",
     "num_samples_in_batch",
     "run_is_complete",
     "set_aside_unfinished_checkpoints",

@@ -109,6 +109,9 @@ class ExactDataResumption(Callback):
             epoch_batch_size = dataset.global_batch_size
         else:
             epoch_batch_size = self._epoch_batch_size
+        # Composer counts what every rank received, so a last batch with rank-balance repeats counts
+        # past the epoch's end.
+        sample_in_epoch = min(sample_in_epoch, dataset.samples_in_epoch(epoch_batch_size))
         return replace(base, epoch=epoch, sample_in_epoch=sample_in_epoch, epoch_batch_size=epoch_batch_size)
 
     def state_dict(self) -> dict[str, Any]:

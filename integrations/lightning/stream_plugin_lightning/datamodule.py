@@ -49,6 +49,10 @@ class StreamingDataModule(pl.LightningDataModule):
             checked against ``batch_size`` x ranks. Keep it fixed to resume on a different number of
             processes.
         eval_batch_size: per-device batch size for val / test / predict (default: the training one).
+        drop_last: drop the partial last global batch of every training epoch on every rank. Evaluation
+            loaders never drop: they yield every sample once, and on several ranks the last batch of a
+            rank may end with one repeat; ``trainer.val_dataloaders.real_samples(batch_idx)`` says how
+            many samples of a batch to count (README, "Exact evaluation").
         num_workers, pin_memory, persistent_workers, prefetch_factor, timeout, multiprocessing_context,
             collate_fn, worker_init_fn: passed to every ``StreamingDataLoader``. Workers ignore SIGTERM and
             SIGUSR1 (see ``loaders.WorkerInit``) so that a signal to the whole process group reaches only
@@ -65,6 +69,7 @@ class StreamingDataModule(pl.LightningDataModule):
         batch_size: int | None = None,
         global_batch_size: int | None = None,
         eval_batch_size: int | None = None,
+        drop_last: bool = False,
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
@@ -103,6 +108,7 @@ class StreamingDataModule(pl.LightningDataModule):
         self.batch_size = batch_size
         self.global_batch_size = global_batch_size
         self.eval_batch_size = eval_batch_size
+        self.drop_last = bool(drop_last)
         self.loader_options: dict[str, Any] = {
             "num_workers": num_workers,
             "pin_memory": pin_memory,
@@ -181,7 +187,8 @@ class StreamingDataModule(pl.LightningDataModule):
 
     # ------------------------------------------------------------------ loaders
     def _loader_kwargs(self, split: Split) -> dict[str, Any]:
-        return {"batch_size": self._device_batch_size(split), **self.loader_options}
+        drop_last = self.drop_last and split == "train"
+        return {"batch_size": self._device_batch_size(split), "drop_last": drop_last, **self.loader_options}
 
     def train_dataloader(self) -> TrainLoader:
         dataset = self._dataset("train")

@@ -58,7 +58,7 @@ def _counters(tracker: object) -> _ProcessedTracker:
 
 def batches_per_epoch(dataset: StreamingDataset, trainer: pl.Trainer | None = None) -> int:
     """Loader batches per Lightning epoch on each rank: the dataset's, cut by ``limit_train_batches``."""
-    full = math.ceil(dataset.epoch_size / dataset.global_batch_size)
+    full = math.ceil(len(dataset) / (dataset.batch_size or 1))
     limit = trainer.num_training_batches if trainer is not None else math.inf
     return int(min(full, limit)) if limit != math.inf else full
 
