@@ -27,7 +27,7 @@ from stream_plugin.dataset_compat import (
     resolve_stream_weights,
 )
 from stream_plugin.epochs import EpochPlanner, OrderSettings
-from stream_plugin.errors import ConfigError, StateError
+from stream_plugin.errors import ConfigError, ConfigTypeError, StateError
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.iteration import read_samples
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
@@ -81,7 +81,12 @@ def _checked_world(world: World) -> World:
 def _positive(name: str, value: int | None, *, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigTypeError(
+            f"{name}: expected a positive int{' or None' if allow_none else ''}, found {type(value).__name__} "
+            f"{value!r}"
+        )
+    if value < 1:
         raise ConfigError(
             f"{name}: expected a positive int{' or None' if allow_none else ''}, found {value!r}"
         )

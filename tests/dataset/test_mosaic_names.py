@@ -165,3 +165,8 @@ def test_the_same_local_with_a_different_remote_is_refused(remote_1k: Path, tmp_
     _dataset(remote_1k, tmp_path / "cache")
     with pytest.raises(ConfigError, match="two remotes cannot share one local folder"):
         _dataset(other, tmp_path / "cache")
+
+
+def test_a_non_int_shuffle_block_size_is_a_type_error_as_in_mosaicml(remote_1k: Path, tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="shuffle_block_size: expected a positive int or None, found str '4k'"):
+        _dataset(remote_1k, tmp_path / "cache", shuffle_block_size="4k")
