@@ -316,7 +316,9 @@ def test_jpeg_array_takes_a_list_of_jpeg_bytes(impl: Implementation, tmp_path: P
         images.append(path.read_bytes())
     with impl.MDSWriter(out=str(tmp_path / "jpegs"), columns={"images": "jpeg_array"}) as writer:
         writer.write({"images": images})
-    (decoded,) = [sample["images"] for sample in impl.LocalDataset(str(tmp_path / "jpegs"))]
+    dataset = impl.LocalDataset(str(tmp_path / "jpegs"))
+    assert len(dataset) == 1
+    decoded = dataset[0]["images"]
     assert [image.size for image in decoded] == [(3, 2), (5, 2)]
 
 
