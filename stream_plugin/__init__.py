@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from stream_plugin.errors import (
     ConfigError,
+    ConfigTypeError,
+    EmptyStreamError,
     EncodingError,
     FormatError,
     IndexFormatError,
     MissingDependencyError,
+    MissingIndexError,
     ShardIntegrityError,
     StateError,
     StorageError,
@@ -26,13 +29,16 @@ from stream_plugin.format.encodings import register_encoding
 from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 from stream_plugin.stream import Stream
+from stream_plugin.stream_registry import streams_registry
 from stream_plugin.world import World
 
 if TYPE_CHECKING:
     from stream_plugin.dataset import StreamingDataset
     from stream_plugin.loader import StreamingDataLoader
+    from stream_plugin.local_dataset import LocalDataset
 
 _IMPORTED_ON_USE = {
+    "LocalDataset": "stream_plugin.local_dataset",
     "StreamingDataset": "stream_plugin.dataset",
     "StreamingDataLoader": "stream_plugin.loader",
 }
@@ -52,7 +58,10 @@ __version__ = "0.1.0"
 __all__ = [
     "CSVWriter",
     "ConfigError",
+    "ConfigTypeError",
+    "EmptyStreamError",
     "JSONWriter",
+    "LocalDataset",
     "MDSWriter",
     "Stream",
     "StreamingDataLoader",
@@ -61,11 +70,13 @@ __all__ = [
     "World",
     "XSVWriter",
     "merge_index",
+    "streams_registry",
     "register_encoding",
     "EncodingError",
     "FormatError",
     "IndexFormatError",
     "MissingDependencyError",
+    "MissingIndexError",
     "ShardIntegrityError",
     "StateError",
     "StorageError",

@@ -19,20 +19,29 @@ from torch.utils.data import IterableDataset
 
 from stream_plugin.cache import StatsSnapshot, node_stats
 from stream_plugin.cursor import EpochCursor, IterationPlan
+from stream_plugin.dataset_compat import (
+    MosaicNames,
+    check_batch_size_in_workers,
+    check_canonical_nodes,
+    check_partition_algo,
+    resolve_stream_weights,
+)
 from stream_plugin.epochs import EpochPlanner, OrderSettings
-from stream_plugin.errors import ConfigError, StateError
+from stream_plugin.errors import ConfigError, ConfigTypeError, StateError
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.iteration import read_samples
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
 from stream_plugin.order.partition import rank_worker_batches, remaining_global_batches, split_tail
 from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
+from stream_plugin.sample_access import select_samples
 from stream_plugin.shard_access import ShardAccess
 from stream_plugin.shard_table import ShardTable, Spanner
-from stream_plugin.sources import check_cache_limit, open_streams, readers_within_limit
+from stream_plugin.sources import check_cache_limit, open_streams, readers_within_limit, refuse_unsafe_columns
 from stream_plugin.state import ResumeState
 from stream_plugin.state import fingerprint as make_fingerprint
 from stream_plugin.stream import DownloadSettings, Stream
+from stream_plugin.stream_registry import build_streams
 from stream_plugin.units import parse_bytes, parse_count
 from stream_plugin.world import World, detect_worker, detect_world
 
@@ -72,14 +81,19 @@ def _checked_world(world: World) -> World:
 def _positive(name: str, value: int | None, *, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigTypeError(
+            f"{name}: expected a positive int{' or None' if allow_none else ''}, found {type(value).__name__} "
+            f"{value!r}"
+        )
+    if value < 1:
         raise ConfigError(
             f"{name}: expected a positive int{' or None' if allow_none else ''}, found {value!r}"
         )
     return value
 
 
-class StreamingDataset(IterableDataset):
+class StreamingDataset(MosaicNames, IterableDataset):
     """Streams samples from one or more ``Stream``s in a deterministic, elastic, resumable order.
 
     Arguments and their meaning follow MosaicML Streaming 0.13. ``batch_size`` is the per-device batch
@@ -119,19 +133,23 @@ class StreamingDataset(IterableDataset):
         batching_method: str = "random",
         allow_unsafe_types: bool = False,
         replication: int | None = None,
+        stream_name: str = "stream",
+        stream_config: dict[str, Any] | None = None,
         world: World | None = None,
     ) -> None:
         super().__init__()
-        if streams is not None and (remote is not None or local is not None):
-            raise ConfigError(
-                "StreamingDataset: expected either streams or remote/local, found both; put remote/local "
-                "into a Stream in the streams list"
-            )
-        if streams is None:
-            streams = [Stream(remote=remote, local=local, split=split)]
-        elif not streams:
-            raise ConfigError("streams: expected at least one Stream, found an empty list")
-        self.streams = list(streams)
+        stream_defaults = {
+            "remote": remote,
+            "local": local,
+            "split": split,
+            "download_retry": download_retry,
+            "download_timeout": download_timeout,
+            "validate_hash": validate_hash,
+            "keep_zip": keep_zip,
+        }
+        self.streams = build_streams(
+            streams, defaults=stream_defaults, stream_name=stream_name, stream_config=stream_config
+        )
         self.split = split
         self.batch_size = _positive("batch_size", batch_size)
         self.predownload = _positive("predownload", predownload)
@@ -144,7 +162,7 @@ class StreamingDataset(IterableDataset):
         self.batching_method = _choice("batching_method", batching_method, BATCHING_METHODS)
         self.sampling_method = _choice("sampling_method", sampling_method, SAMPLING_METHODS)
         self.sampling_granularity = _positive("sampling_granularity", sampling_granularity, allow_none=False)
-        self.partition_algo = partition_algo
+        self.partition_algo = check_partition_algo(partition_algo)
         self.allow_unsafe_types = bool(allow_unsafe_types)
         self.cache_limit = None if cache_limit is None else parse_bytes(cache_limit, name="cache_limit")
         epoch_size_value = None if epoch_size is None else parse_count(epoch_size, name="epoch_size")
@@ -159,6 +177,7 @@ class StreamingDataset(IterableDataset):
         self.world: World = detect_world() if world is None else _checked_world(world)
         stores, opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
         self._opened = opened
+        refuse_unsafe_columns(opened.entries, allow_unsafe_types=self.allow_unsafe_types)
         # Reused by this process's shard access only (never pickled: a worker opens its own).
         self._stores: list[Any] | None = stores
         self._stores_pid = os.getpid()
@@ -171,6 +190,7 @@ class StreamingDataset(IterableDataset):
             epoch_size=epoch_size_value,
             seed=self.shuffle_seed,
         )
+        resolve_stream_weights(self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch)
         self._planner = EpochPlanner(
             self._table,
             self._samples_per_stream_per_epoch,
@@ -219,10 +239,6 @@ class StreamingDataset(IterableDataset):
     def epoch_size(self) -> int:
         """Samples per epoch over all devices, after up- and down-sampling (before padding)."""
         return self._planner.epoch_size
-
-    def size(self) -> int:
-        """Number of unique samples in the underlying streams."""
-        return self._table.num_samples
 
     @property
     def num_samples(self) -> int:
@@ -350,17 +366,7 @@ class StreamingDataset(IterableDataset):
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style access: an int (negative counts from the end), a slice, a list or an ndarray."""
-        size = self.num_samples
-        if isinstance(at, (int, np.integer)):
-            index = int(at) + size if at < 0 else int(at)
-            if not 0 <= index < size:
-                raise IndexError(f"sample index {at} is out of range for a dataset of {size} samples")
-            return self.get_item(index)
-        if isinstance(at, slice):
-            return [self.get_item(index) for index in range(*at.indices(size))]
-        if isinstance(at, (list, tuple, np.ndarray)):
-            return [self[int(index)] for index in np.asarray(at).reshape(-1)]
-        raise TypeError(f"dataset index: expected an int, slice, list or ndarray, found {type(at).__name__}")
+        return select_samples(at, self.num_samples, self.get_item)
 
     # ------------------------------------------------------------------ position and resumption
     def _begin_iteration(self) -> IterationPlan:
@@ -406,6 +412,7 @@ class StreamingDataset(IterableDataset):
         return len(last), real
 
     def _order(self, plan: IterationPlan) -> EpochOrder:
+        check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
         return self._planner.order(
             plan.epoch,
             global_batch_size=plan.epoch_batch_size,
@@ -493,6 +500,7 @@ class StreamingDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         _, num_workers = detect_worker()
+        check_batch_size_in_workers(self.batch_size, num_workers)
         arguments = {
             "global_batch_size": self.global_batch_size,
             "num_canonical_nodes": self._canonical_nodes(),

@@ -16,6 +16,10 @@ class ConfigError(StreamPluginError, ValueError):
     """An argument has a value that cannot work (wrong type, out of range, conflicting options)."""
 
 
+class ConfigTypeError(ConfigError, TypeError):
+    """An argument has the wrong type (MosaicML raises ``TypeError`` there; ``ValueError`` catches it too)."""
+
+
 class MissingDependencyError(StreamPluginError, ImportError):
     """An optional package (brotli, python-snappy, xxhash, Pillow, ...) is needed but not installed."""
 
@@ -24,12 +28,13 @@ class EncodingError(StreamPluginError, ValueError):
     """A column encoding is unknown, or a value does not fit the encoding of its column."""
 
 
-class UnknownEncodingError(EncodingError):
-    """The encoding name is not registered."""
+class UnknownEncodingError(EncodingError, TypeError):
+    """The encoding name is not registered (MosaicML's MDSWriter raises ``TypeError`` there)."""
 
 
-class UnsafeTypeError(StreamPluginError, PermissionError):
-    """Decoding this column would run arbitrary code (``pkl``) and the user did not opt in."""
+class UnsafeTypeError(StreamPluginError, PermissionError, ValueError):
+    """Decoding this column would run arbitrary code (``pkl``) and the user did not opt in (MosaicML
+    raises ``ValueError`` there)."""
 
 
 class FormatError(StreamPluginError, ValueError):
@@ -40,6 +45,10 @@ class IndexFormatError(FormatError):
     """``index.json`` is not valid JSON, has the wrong version, or has malformed shard entries."""
 
 
+class MissingIndexError(IndexFormatError, RuntimeError):
+    """A local-only stream's folder has no ``index.json`` (MosaicML raises ``RuntimeError`` there)."""
+
+
 class UnsafePathError(IndexFormatError):
     """A basename in ``index.json`` would escape the dataset folder (``..`` or an absolute path)."""
 
@@ -48,8 +57,13 @@ class ShardIntegrityError(FormatError):
     """A shard's size or hash differs from ``index.json``, or its compressed bytes are corrupt."""
 
 
-class StorageError(StreamPluginError, OSError):
-    """Reading from or writing to a storage backend failed."""
+class EmptyStreamError(FormatError, RuntimeError):
+    """A stream's ``index.json`` lists no samples (MosaicML raises ``RuntimeError`` there)."""
+
+
+class StorageError(StreamPluginError, OSError, RuntimeError):
+    """Reading from or writing to a storage backend failed (MosaicML raises ``RuntimeError`` after its
+    retries, and ``FileNotFoundError`` for a missing object: see ``RemoteNotFoundError``)."""
 
 
 class StateError(StreamPluginError, ValueError):

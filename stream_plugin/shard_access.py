@@ -98,6 +98,12 @@ class ShardAccess:
             oldest.close()
         return reader
 
+    def release(self, shard_id: int) -> None:
+        """Close this process's reader of the shard, if open (it pins the shard against eviction)."""
+        found = self._open.pop(shard_id, None)
+        if found is not None:
+            found[1].close()
+
     @contextmanager
     def prefetch(self, shard_ids: np.ndarray, *, predownload: int | None) -> Iterator[Prefetcher]:
         """Download, in background threads, the shards of the upcoming samples (``shard_ids``) in order."""

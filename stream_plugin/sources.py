@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stream_plugin.cache import CacheConfig, CacheStats, minimum_cache_limit
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, EmptyStreamError
 from stream_plugin.format.index import ShardEntry, load_index
+from stream_plugin.format.mds import columns_for_entry, refuse_unsafe
 from stream_plugin.shard_access import StreamCacheSpec
 from stream_plugin.storage import ObjectStore
 from stream_plugin.stream import DownloadSettings, Stream
@@ -42,7 +43,7 @@ def _limit_shares(
     """
     if cache_limit is None:
         return [None] * len(streams)
-    cached = [size if stream.remote is not None else 0 for stream, size in zip(streams, sizes)]
+    cached = [size if stream.remote_dir is not None else 0 for stream, size in zip(streams, sizes)]
     total = sum(cached) or 1
     return [max(1, cache_limit * size // total) if size else None for size in cached]
 
@@ -61,7 +62,7 @@ def open_streams(
     locals_seen: dict[str, int] = {}
     for number, stream in enumerate(streams):
         settings = stream.download_settings(defaults)
-        local = str(Path(stream.local).resolve())
+        local = str(Path(stream.local_dir).resolve())
         if local in locals_seen:
             raise ConfigError(
                 f"streams {locals_seen[local]} and {number}: expected a separate local folder per stream, found "
@@ -69,24 +70,30 @@ def open_streams(
             )
         locals_seen[local] = number
         config = CacheConfig(
-            local=stream.local,
-            remote=stream.remote,
+            local=stream.local_dir,
+            remote=stream.remote_dir,
             keep_zip=settings.keep_zip,
             validate_hash=settings.validate_hash,
             download_retry=settings.download_retry,
             download_timeout=settings.download_timeout,
         )
-        spec = StreamCacheSpec(config=config, remote=stream.remote)
+        spec = StreamCacheSpec(config=config, remote=stream.remote_dir)
         store = spec.open_store()
         stores.append(store)
         index_path = spec.open(CacheStats(), store).fetch_index()
-        entries_per_stream.append(load_index(index_path))
+        entries = load_index(index_path)
+        if not any(entry.samples for entry in entries):
+            raise EmptyStreamError(
+                f"{index_path}: expected a stream with at least one sample, found {len(entries)} shard(s) "
+                "holding none; point the stream at a dataset a writer finished writing, or leave it out"
+            )
+        entries_per_stream.append(entries)
         configs.append(config)
         digests.append(hashlib.sha256(Path(index_path).read_bytes()).hexdigest())
     sizes = [_stored_bytes(entries) for entries in entries_per_stream]
     shares = _limit_shares(cache_limit, streams, sizes)
     specs = [
-        StreamCacheSpec(config=replace(config, cache_limit=share), remote=stream.remote)
+        StreamCacheSpec(config=replace(config, cache_limit=share), remote=stream.remote_dir)
         for config, share, stream in zip(configs, shares, streams)
     ]
     return stores, OpenedStreams(
@@ -97,6 +104,23 @@ def open_streams(
         entries_per_stream=entries_per_stream,
         stored_bytes_per_stream=sizes,
     )
+
+
+def refuse_unsafe_columns(entries: Sequence[ShardEntry], *, allow_unsafe_types: bool) -> None:
+    """Refuse, when the dataset is built, columns whose decoding runs code (``pkl``) unless allowed."""
+    if allow_unsafe_types:
+        return
+    checked: set[tuple[str, ...]] = set()
+    for entry in entries:
+        if entry.format != "mds":
+            continue
+        key = tuple(map(str, entry.config.get("column_encodings") or ()))
+        if key in checked:
+            continue
+        checked.add(key)
+        source = f"MDS shard {entry.raw_data.basename}"
+        columns = columns_for_entry(entry, source=source)
+        refuse_unsafe(columns.names, columns.encodings, allow=False, source=source)
 
 
 def check_cache_limit(
@@ -145,4 +169,10 @@ def readers_within_limit(
     return max(floor, allowed)
 
 
-__all__ = ["OpenedStreams", "check_cache_limit", "open_streams", "readers_within_limit"]
+__all__ = [
+    "OpenedStreams",
+    "check_cache_limit",
+    "open_streams",
+    "readers_within_limit",
+    "refuse_unsafe_columns",
+]

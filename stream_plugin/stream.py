@@ -6,21 +6,26 @@ import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import StreamWeight
 
 
-def _join(base: str | None, split: str | None) -> str | None:
+def _join(base: str | None, split: str) -> str | None:
     if base is None or not split:
         return base
     return f"{base.rstrip('/')}/{split}" if "://" in base else os.path.join(base, split)
 
 
-def default_local(remote: str, split: str | None) -> str:
-    """A per-remote cache folder under the system temp dir, stable across runs (MosaicML's default)."""
-    digest = hashlib.blake2s(f"{remote}|{split or ''}".encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), "stream_plugin", digest)
+def default_local(remote: str | None, split: str) -> str:
+    """MosaicML's cache folder for a stream with no ``local``: ``<tmp>/<blake2s(remote)>/<split>``.
+
+    The shards then live in ``<that>/<split>`` (MosaicML joins the split once more), so both libraries
+    use the same folder. Unlike MosaicML, an existing folder is reused (the cache is crash safe).
+    """
+    digest = hashlib.blake2s(remote.encode("utf-8"), digest_size=16).hexdigest() if remote else ""
+    return os.path.join(tempfile.gettempdir(), digest, split)
 
 
 @dataclass(frozen=True)
@@ -63,30 +68,65 @@ class Stream:
         if isinstance(remote, os.PathLike) or isinstance(local, os.PathLike):
             remote = os.fspath(remote) if remote is not None else None
             local = os.fspath(local) if local is not None else None
-        self.split = split
-        self.remote = _join(remote, split)
-        joined_local = _join(local, split)
-        self.local: str = joined_local if joined_local is not None else default_local(str(remote), split)
-        if self.remote is not None and os.path.abspath(self.remote) == os.path.abspath(self.local):
-            # MosaicML treats remote == local as local-only data; so do we (it is then never evicted).
-            self.remote = None
+        # remote, local and split are kept as given (as in MosaicML); the data is in their join.
+        self.remote = remote
+        self.split: str = split or ""
+        self.local: str = local if local is not None else default_local(remote, self.split)
         self.weight = StreamWeight(proportion=proportion, repeat=repeat, choose=choose)
+        self._resolved: tuple[float, float, int] | None = None  # (proportion, repeat, choose) once built
         self._download_retry = download_retry
         self._download_timeout = download_timeout
         self._validate_hash = validate_hash
         self._keep_zip = keep_zip
 
     @property
+    def local_dir(self) -> str:
+        """The folder that holds (or caches) this stream's ``index.json`` and shards: ``local/split``."""
+        joined = _join(self.local, self.split)
+        assert joined is not None
+        return joined
+
+    @property
+    def remote_dir(self) -> str | None:
+        """Where the shards are fetched from (``remote/split``); None for a local-only stream.
+
+        ``remote`` naming the same folder as ``local`` means local-only data, as in MosaicML (never
+        evicted).
+        """
+        joined = _join(self.remote, self.split)
+        if joined is None or os.path.abspath(joined) == os.path.abspath(self.local_dir):
+            return None
+        return joined
+
+    def apply_default(self, default: dict[str, Any]) -> None:
+        """Take the dataset's ``split`` and download settings where this stream left them unset.
+
+        The dataset calls this once, as MosaicML's does; a registered subclass may extend it.
+        """
+        if not self.split:
+            self.split = default.get("split") or ""
+        for name in ("download_retry", "download_timeout", "validate_hash", "keep_zip"):
+            if getattr(self, f"_{name}") is None:
+                setattr(self, f"_{name}", default.get(name))
+
+    def resolve_weights(self, *, proportion: float, repeat: float, choose: int) -> None:
+        """Record the weights the dataset derived for this stream (read back through the properties)."""
+        self._resolved = (float(proportion), float(repeat), int(choose))
+
+    @property
     def proportion(self) -> float | None:
-        return self.weight.proportion
+        """The given proportion; once a dataset is built, this stream's share of the epoch."""
+        return self._resolved[0] if self._resolved is not None else self.weight.proportion
 
     @property
     def repeat(self) -> float | None:
-        return self.weight.repeat
+        """The given repeat; once a dataset is built, epoch samples per underlying sample."""
+        return self._resolved[1] if self._resolved is not None else self.weight.repeat
 
     @property
     def choose(self) -> int | None:
-        return self.weight.choose
+        """The given choose; once a dataset is built, the samples this stream gives each epoch."""
+        return self._resolved[2] if self._resolved is not None else self.weight.choose
 
     def download_settings(self, defaults: DownloadSettings) -> DownloadSettings:
         """This stream's settings: its own where given, else the dataset's ``defaults``."""
@@ -100,4 +140,4 @@ class Stream:
         )
 
     def __repr__(self) -> str:
-        return f"Stream(remote={self.remote!r}, local={self.local!r}, weight={self.weight})"
+        return f"{type(self).__name__}(remote={self.remote!r}, local={self.local!r}, split={self.split!r}, weight={self.weight})"

@@ -18,16 +18,31 @@ _BYTE_UNITS = {
     "zb": 1 << 70,
     "yb": 1 << 80,
 }
+# IEC names ("64MiB") mean the same binary units.
+_BYTE_UNITS.update({f"{unit[0]}ib": factor for unit, factor in list(_BYTE_UNITS.items()) if unit != "b"})
 # Count suffixes are decimal, as in MosaicML Streaming ("100k" == 100_000 samples).
 _COUNT_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
 
-_BYTES_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"  # "64", "35.78", "1.", ".5"
+_BYTES_PATTERN = re.compile(rf"^\s*{_NUMBER}\s*([a-z]*)\s*$")
 
 
-def parse_bytes(value: int | str, *, name: str = "size") -> int:
-    """Return a byte count from an int or a string such as ``"64mb"`` or ``"10gb"``."""
+def _whole(value: float, name: str, example: str) -> int:
+    """A float that holds a whole number (YAML reads ``1e9`` so); MosaicML truncates any float."""
+    if not value.is_integer() or value < 0:
+        raise ConfigError(
+            f"{name}: expected a whole number >= 0 or a string such as {example!r}, found {value!r}; pass "
+            f"{max(0, int(value))} or a string with a unit"
+        )
+    return int(value)
+
+
+def parse_bytes(value: int | float | str, *, name: str = "size") -> int:
+    """Return a byte count from an int or a string such as ``"64mb"``, ``"35.78kb"`` or ``"64MiB"``."""
     if isinstance(value, bool):
         raise ConfigError(f"{name}: expected an int or a string such as '64mb', found bool {value!r}")
+    if isinstance(value, float):
+        return _whole(value, name, "64mb")
     if isinstance(value, int):
         if value < 0:
             raise ConfigError(f"{name}: expected a byte count >= 0, found {value}; pass a positive size")
@@ -46,13 +61,15 @@ def parse_bytes(value: int | str, *, name: str = "size") -> int:
     return int(float(match.group(1)) * _BYTE_UNITS.get(unit or "b", 1))
 
 
-_COUNT_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmbt]?)\s*$")
+_COUNT_PATTERN = re.compile(rf"^\s*{_NUMBER}\s*([kmbt]?)\s*$")
 
 
-def parse_count(value: int | str, *, name: str = "count") -> int:
+def parse_count(value: int | float | str, *, name: str = "count") -> int:
     """Return a sample count from an int or a string such as ``"100k"`` or ``"1.5m"``."""
     if isinstance(value, bool):
         raise ConfigError(f"{name}: expected an int or a string such as '100k', found bool {value!r}")
+    if isinstance(value, float):
+        return _whole(value, name, "100k")
     if isinstance(value, int):
         if value < 0:
             raise ConfigError(f"{name}: expected a count >= 0, found {value}")

@@ -123,6 +123,15 @@ class Evictor:
             usage = self._usage(shards, reserved)
             return self._evict(usage - self._limit, shards, skip=set(reserved))
 
+    def evict_now(self, shards: Sequence[ShardEntry]) -> int:
+        """Delete these shards' files unless a process reads or downloads them; return bytes freed."""
+        with locked(self._control.eviction_lock):
+            return self._evict(sum(bytes_present(self._local, entry) for entry in shards), shards, skip=set())
+
+    def present_by_age(self, shards: Sequence[ShardEntry]) -> list[tuple[int, ShardEntry]]:
+        """``(last use in ns, shard)`` of each shard with files in the cache, least recently used first."""
+        return [(self._last_used(entry), entry) for entry in self._least_recently_used(shards, set())]
+
     def _fit(
         self, need: int, shards: Sequence[ShardEntry], *, skip: set[str], reserved: dict[str, int]
     ) -> bool:

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stream_plugin.cache.eviction import Evictor, check_cache_limit, footprint
+from stream_plugin.cache.eviction import Evictor, bytes_present, check_cache_limit, footprint
 from stream_plugin.cache.locks import ControlFolder, is_control, locked, touch
 from stream_plugin.cache.stats import CacheStats, StatsGroup
 from stream_plugin.errors import ConfigError, ShardIntegrityError, UnsafePathError
@@ -247,6 +247,29 @@ class ShardCache:
         if self._evictor is None:
             return 0
         return self._evictor.evict_to_limit(self._stream_shards())
+
+    def usage(self) -> int:
+        """Bytes the stream's shards occupy in ``local`` now (every process's downloads count)."""
+        return sum(bytes_present(self._local, entry) for entry in self._stream_shards())
+
+    def evict(self, entry: ShardEntry) -> int:
+        """Delete one shard's files now unless a process reads or downloads it; return bytes freed.
+
+        A stream with no remote is never evicted: its files are the only copy.
+        """
+        return self._manual_evictor().evict_now([entry])
+
+    def present_by_age(self) -> list[tuple[int, ShardEntry]]:
+        """``(last use in ns, shard)`` of the stream's cached shards, least recently used first."""
+        return self._manual_evictor().present_by_age(self._stream_shards())
+
+    def _manual_evictor(self) -> Evictor:
+        if self._remote is None:
+            raise ConfigError(
+                f"evict: expected a shard of a stream with a remote, found one of the local-only folder "
+                f"{self._config.local!r}, whose files are the only copy; evict shards of remote streams only"
+            )
+        return self._evictor or Evictor(self._local, self._control, 0, self._record)
 
     # -- internals --------------------------------------------------------------------------------
 

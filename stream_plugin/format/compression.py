@@ -18,7 +18,7 @@ from typing import IO, Any, Protocol
 
 import zstandard
 
-from stream_plugin.errors import ConfigError, MissingDependencyError, ShardIntegrityError
+from stream_plugin.errors import ConfigError, ConfigTypeError, MissingDependencyError, ShardIntegrityError
 
 __all__ = [
     "CompressionSpec",
@@ -280,6 +280,12 @@ def _as_spec(spec: str | CompressionSpec) -> CompressionSpec:
 
 def compress(spec: str | CompressionSpec, data: Buffer) -> bytes:
     """Compress a whole shard (or meta) file's bytes."""
+    # bytes(5) would be five zero bytes and bytes([1, 2]) a copy: refuse anything but a buffer.
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ConfigTypeError(
+            f"compress: expected bytes, bytearray or memoryview, found {type(data).__name__}; encode text "
+            "first (text.encode()) or pass the file's bytes"
+        )
     parsed = _as_spec(spec)
     return _codec(parsed.family).compress(bytes(data), parsed.effective_level)
 

@@ -449,8 +449,12 @@ def _list_encoding(
 
     def encode(value: Any) -> bytes:
         if not isinstance(value, (list, tuple)):
-            raise _mismatch(name, "a list of PIL images", value, "wrap the images in a list")
-        items = [item if isinstance(item, bytes) else item_encode(item) for item in value]
+            raise _mismatch(name, "a list of PIL images or encoded bytes", value, "wrap the images in a list")
+        # Items already encoded (JPEG bytes, as MosaicML's jpeg_array takes them) are stored as given.
+        items = [
+            bytes(item) if isinstance(item, (bytes, bytearray, memoryview)) else item_encode(item)
+            for item in value
+        ]
         return prefix + struct.pack("<I", len(items)) + _pack_items(items)
 
     def decode(data: Buffer) -> list[Any]:

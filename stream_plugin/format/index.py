@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stream_plugin.errors import IndexFormatError, UnsafePathError
+from stream_plugin.errors import IndexFormatError, MissingIndexError, UnsafePathError
 from stream_plugin.fileio import atomic_write_bytes
 from stream_plugin.gc_pause import collection_paused
 
@@ -194,7 +194,7 @@ def load_index(path: str | os.PathLike[str]) -> list[ShardEntry]:
     try:
         text = index_path.read_bytes()
     except FileNotFoundError as error:
-        raise IndexFormatError(
+        raise MissingIndexError(
             f"{index_path}: expected an index file, found none; point at a folder written by a shard "
             "writer (it holds index.json next to its shards)"
         ) from error

@@ -16,7 +16,7 @@ def test_parse_bytes_passes_ints_through() -> None:
     assert parse_bytes(123) == 123
 
 
-@pytest.mark.parametrize("bad", ["64 megs", "mb", "-5", True, 1.5])
+@pytest.mark.parametrize("bad", ["64 megs", "mb", "-5", True, "64mibb"])
 def test_parse_bytes_rejects_unreadable_sizes_with_an_example(bad: object) -> None:
     with pytest.raises(ConfigError, match="cache_limit: expected"):
         parse_bytes(bad, name="cache_limit")  # type: ignore[arg-type]
@@ -34,3 +34,22 @@ def test_parse_count_rejects_unknown_suffix() -> None:
         ConfigError, match=r"epoch_size: expected a number with an optional suffix k/m/b/t .* found '10x'"
     ):
         parse_count("10x", name="epoch_size")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("35.78kb", int(35.78 * 1024)), ("64MiB", 64 << 20), ("1.5GiB", 3 << 29), (".5kb", 512), ("2KB", 2048)],
+)
+def test_parse_bytes_reads_floats_and_iec_units(text: str, expected: int) -> None:
+    assert parse_bytes(text) == expected
+
+
+def test_parse_bytes_and_count_take_whole_floats_as_yaml_gives_them() -> None:
+    assert parse_bytes(1e9) == 10**9
+    assert parse_count(2e3) == 2000
+
+
+@pytest.mark.parametrize("bad", [1.5, -2.0])
+def test_parse_bytes_refuses_fractional_or_negative_floats(bad: float) -> None:
+    with pytest.raises(ConfigError, match=r"cache_limit: expected a whole number >= 0 or a string such as '64mb'"):
+        parse_bytes(bad, name="cache_limit")

@@ -294,6 +294,13 @@ def test_pil_list_and_jpeg_array_layouts_follow_the_spec() -> None:
         assert [im.size for im in get_encoding(name).decode(array)] == [(2, 1), (2, 1)]
 
 
+def test_jpeg_array_accepts_a_list_of_jpeg_bytes_as_mosaicml_does() -> None:
+    jpegs = [get_encoding("jpeg").encode(Image.new("RGB", (size, 2), (9, 9, 9))) for size in (3, 5)]
+    stored = get_encoding("jpeg_array").encode([jpegs[0], bytearray(jpegs[1])])
+    assert stored == struct.pack("<III", 2, len(jpegs[0]), len(jpegs[1])) + jpegs[0] + jpegs[1]
+    assert [im.size for im in get_encoding("jpeg_array").decode(memoryview(stored))] == [(3, 2), (5, 2)]
+
+
 @pytest.mark.parametrize("name", ["list[jpeg]", "list[png]"])
 def test_image_file_lists_round_trip(name: str) -> None:
     images = [Image.new("RGB", (4, 4), (200, 0, 0)), Image.new("RGB", (3, 2), (0, 0, 200))]

@@ -77,6 +77,8 @@ class DatasetSpec:
     batching_method: BatchingMethod = "random"
     allow_unsafe_types: bool = False
     replication: int | None = None
+    stream_name: str = "stream"  # a name in stream_plugin.streams_registry (for remote/local)
+    stream_config: dict[str, Any] | None = None  # extra arguments for that Stream class
 
     def dataset_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``StreamingDataset`` (or a subclass), ``streams`` built, no batch size."""
