@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LEAD_PART, differs
-from implementations import Implementation
+from implementations import LEAD_PART, Implementation, differs
 from torch.utils.data import DataLoader
 
 # ---------------------------------------------------------------------------------------------- helpers
