@@ -1,8 +1,4 @@
-"""``impl``: every compatibility scenario runs against ours, and against MosaicML 0.13 where importable.
-
-``differs(impl, ours=..., mosaicml=...)`` marks a scenario expected to fail on one implementation, with
-the reason: a difference the README lists, or (for ours) work another part of issue 11 delivers.
-"""
+"""``impl``: every compatibility scenario runs against ours, and against MosaicML 0.13 where importable."""
 
 from __future__ import annotations
 
@@ -30,15 +26,6 @@ def impl(request: pytest.FixtureRequest) -> Iterator[Implementation]:
     implementation = load(request.param)
     yield implementation
     implementation.clean_up()
-
-
-def differs(
-    request: pytest.FixtureRequest, impl: Implementation, *, ours: str = "", mosaicml: str = ""
-) -> None:
-    """Expect this scenario to fail on ``impl`` for the reason given (strict for ours: flip it when fixed)."""
-    reason = ours if impl.is_ours else mosaicml
-    if reason:
-        request.node.add_marker(pytest.mark.xfail(reason=reason, strict=impl.is_ours))
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import differs
-from implementations import Implementation
+from implementations import Implementation, differs
 from torch.utils.data import DataLoader
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -73,6 +72,24 @@ def test_len_of_the_loader_matches_the_batches_workers_yield(
     batches = _ids(loader)
     assert len(batches) == len(loader)
     assert sorted(_flat(batches)) == list(range(117))
+
+
+def test_ranks_share_the_last_partial_batch_without_repeats(
+    impl: Implementation, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if not impl.is_ours:
+        pytest.skip("MosaicML needs a real multi-process job for several ranks (tests/dataset runs ours so)")
+    from support.datasets import write_ids
+
+    from stream_plugin import World
+
+    write_ids(tmp_path / "ids3000", range(3000), size_limit=1 << 14)
+    yielded: list[int] = []
+    for rank in range(4):
+        world = World(rank=rank, world_size=4, local_rank=rank, local_world_size=4)
+        dataset = impl.StreamingDataset(local=str(tmp_path / "ids3000"), batch_size=16, world=world)
+        yielded += _flat(_ids(impl.StreamingDataLoader(dataset, batch_size=16)))
+    assert sorted(yielded) == list(range(3000))  # 3000 divides by 4 ranks: no repeat is needed
 
 
 # ---------------------------------------------------------------------------- §2 order and batching
