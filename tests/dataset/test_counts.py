@@ -65,7 +65,7 @@ def build(
         batching_method=method,
         shuffle=True,
         shuffle_seed=5,
-        num_canonical_nodes=2,
+        num_canonical_nodes=1 if len(folders) == 1 else 2,  # N = 1: one stream, one sample
         world=World(rank=rank, world_size=ranks, local_rank=rank, local_world_size=ranks),
         **kwargs,  # type: ignore[arg-type]
     )
@@ -87,7 +87,7 @@ def rank_batches(ids: list[np.ndarray], batch_size: int) -> list[np.ndarray]:
 def check_epoch(dataset: StreamingDataset, *, ranks: int, workers: int, drop_last: bool) -> None:
     B = dataset.batch_size
     assert B is not None
-    plan = IterationPlan(epoch=0, start=0, epoch_batch_size=dataset.global_batch_size, num_canonical_nodes=2)
+    plan = IterationPlan(0, 0, dataset.global_batch_size, dataset._canonical_nodes())
     order = dataset._order(plan)
     per_rank = []
     for rank in range(ranks):
