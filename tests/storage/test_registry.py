@@ -96,7 +96,10 @@ def test_s3_and_http_urls_open_their_stores() -> None:
 
 
 def test_unknown_scheme_lists_known_schemes_and_how_to_add_one() -> None:
-    pattern = r"Expected a URL scheme in \[.*'file'.*'s3'.*\], found 'gopher'; .*\[project.entry-points.\"stream_plugin.storage\"\]"
+    pattern = (
+        r"Expected a URL scheme in \[.*'az'.*'azure'.*'file'.*'gs'.*'s3'.*\] or one fsspec knows, found 'gopher'; "
+        r".*install 'stream-plugin\[fsspec\]'.*\[project.entry-points.\"stream_plugin.storage\"\]"
+    )
     with pytest.raises(ConfigError, match=pattern):
         open_store("gopher://host/data")
 
