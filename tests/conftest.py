@@ -7,5 +7,6 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
+from support.azure_server import azure_container, azure_server  # noqa: E402, F401  (one Azurite per session)
 from support.gcs_server import gcs_bucket, gcs_server  # noqa: E402, F401  (one GCS emulator per session)
 from support.s3_server import s3_bucket, s3_server  # noqa: E402, F401  (one moto server per session)
