@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -91,6 +91,9 @@ class StreamingDataset(IterableDataset):
     e.g. a framework whose launcher does not export ``LOCAL_WORLD_SIZE``; it is used as given (and kept
     when the dataset is pickled to DataLoader workers), and its ``local_rank`` must be
     ``rank % local_world_size``: ranks fill nodes in order.
+
+    Another is ``storage_options``, for the single-stream form (``remote=``): options of the remote's
+    store (an endpoint, credentials); with ``streams=``, give each ``Stream`` its own.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class StreamingDataset(IterableDataset):
         remote: str | None = None,
         local: str | None = None,
         split: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
         download_retry: int = 2,
         download_timeout: float = 60,
         validate_hash: str | None = None,
@@ -128,7 +132,7 @@ class StreamingDataset(IterableDataset):
                 "into a Stream in the streams list"
             )
         if streams is None:
-            streams = [Stream(remote=remote, local=local, split=split)]
+            streams = [Stream(remote=remote, local=local, split=split, storage_options=storage_options)]
         elif not streams:
             raise ConfigError("streams: expected at least one Stream, found an empty list")
         self.streams = list(streams)

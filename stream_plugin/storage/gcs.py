@@ -147,7 +147,13 @@ class GcsStore:
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = self._new_client()
+                    client = self._new_client()
+                    # google-cloud-storage 3 fetches bucket metadata for tracing in a background thread
+                    # on first use: an extra request per process that nobody here reads. Turn it off so
+                    # that one call is one request (exact retry and request counts).
+                    if getattr(client, "_bucket_metadata_cache", None) is not None:
+                        client._bucket_metadata_cache = None
+                    self._client = client
         return self._client
 
     def _new_client(self) -> storage.Client:

@@ -169,6 +169,18 @@ def factory_for(scheme: str) -> StoreFactory:
     return factory
 
 
+def check_storage_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``storage_options`` as a plain dict; anything but a mapping with string keys is refused."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):
+        raise ConfigError(
+            f"storage_options: expected a dict of option name to value (such as {{'endpoint_url': ...}}), found "
+            f"{options!r:.80}; pass a dict with string keys"
+        )
+    return dict(options)
+
+
 def open_store(url: str | os.PathLike[str], **options: Any) -> ObjectStore:
     """The ``ObjectStore`` for ``url``; ``options`` go to the backend (a stream's ``storage_options``:
     an endpoint, credentials, a requester-pays project; see each store's docstring)."""
