@@ -16,6 +16,7 @@ import pytest
 from support.datasets import write_ids
 from support.fault_proxy import FaultProxy, FaultRule
 from support.remotes import Remote
+from support.resume import assert_resumes_identically
 from support.s3_server import S3Bucket
 
 from stream_plugin import ConfigError, StreamingDataLoader, StreamingDataset
@@ -65,6 +66,19 @@ def test_reading_through_faults_gives_every_sample_intact_and_counts_retries(
 def test_a_missing_remote_fails_fast_naming_the_url(remote: Remote, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="index.json"):
         StreamingDataset(remote=remote.url("nothing-here"), local=str(tmp_path / "cache"), batch_size=4)
+
+
+def test_resuming_on_another_node_from_a_remote_is_exact(
+    remote: Remote, remote_dataset: str, tmp_path: Path
+) -> None:
+    def loader(cache: str) -> StreamingDataLoader:
+        dataset = StreamingDataset(
+            remote=remote_dataset, local=str(tmp_path / cache), batch_size=10, shuffle=True, num_canonical_nodes=2
+        )
+        return StreamingDataLoader(dataset, batch_size=10)
+
+    # The resumed run starts on an empty cache, as on a fresh node: everything comes from the store again.
+    assert_resumes_identically(lambda: loader("first"), lambda: loader("resumed"), cuts=[37], epochs=1)
 
 
 READER = """
