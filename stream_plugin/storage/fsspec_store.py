@@ -126,6 +126,8 @@ class FsspecStore:
         where = f"{self.protocol}://{path.lstrip('/')}" if "://" not in path else path
         try:
             yield
+        except (MissingDependencyError, StorageError):
+            raise  # already ours (StorageError is an OSError: keep it from the branches below)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
             raise RemoteNotFoundError(
                 f"Expected {where} to exist to {action} it, found none ({error}); check the path."
@@ -138,8 +140,6 @@ class FsspecStore:
             raise TransientStorageError(
                 f"Expected to {action} {where}, found {type(error).__name__}: {error}; will retry."
             ) from error
-        except (MissingDependencyError, StorageError):
-            raise
         except Exception as error:
             raise _classify(error, where, action) from error
 

@@ -90,8 +90,9 @@ def open_gcs_store(
 class GcsStore:
     """An ``ObjectStore`` over ``gs://bucket/prefix`` (GCS's JSON API); keys are relative to the prefix.
 
-    Options: ``project``, ``credentials_file`` (a service-account JSON), ``anonymous`` (None: only when
-    no credentials are found), ``endpoint_url`` (else ``STORAGE_EMULATOR_HOST``),
+    Options: ``project``, ``credentials_file`` (a service-account JSON), ``anonymous`` (None: only for
+    ``STORAGE_EMULATOR_HOST`` or when no credentials are found), ``endpoint_url`` (else
+    ``STORAGE_EMULATOR_HOST``),
     ``requester_pays_project``. The client is built lazily in the process that uses it and rebuilt after
     a fork; the store pickles without it (for spawn-started workers).
     """
@@ -111,6 +112,9 @@ class GcsStore:
         self.url = url
         self.bucket_name, self.prefix = parse_gcs_url(url)
         emulator = env.get(EMULATOR_ENV_VAR)
+        # As in Google's client: an emulator named by the environment gets anonymous requests; an
+        # explicit endpoint (a private one, or an emulator) gets credentials unless anonymous=True.
+        self.emulated = endpoint_url is None and bool(emulator)
         if endpoint_url is None and emulator:
             endpoint_url = emulator if "://" in emulator else f"http://{emulator}"
         self.endpoint_url = endpoint_url
@@ -162,8 +166,7 @@ class GcsStore:
             return storage.Client.from_service_account_json(
                 self.credentials_file, project=self.project, client_options=options
             )
-        if self.anonymous or (self.anonymous is None and self.endpoint_url and not self.project):
-            # Emulators and custom endpoints take anonymous requests; Google's client does the same.
+        if self.anonymous or (self.anonymous is None and self.emulated):
             return storage.Client(
                 project=self.project or "stream-plugin", credentials=AnonymousCredentials(), client_options=options
             )

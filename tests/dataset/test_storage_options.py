@@ -4,7 +4,9 @@ can live in two clouds."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.datasets import write_ids
@@ -21,7 +23,7 @@ def no_endpoint_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def write_with_options(url: str, options: dict[str, str], ids: range) -> None:
+def write_with_options(url: str, options: Mapping[str, Any], ids: range) -> None:
     columns = {"id": "int", "data": "bytes"}
     with MDSWriter(out=url, columns=columns, size_limit=1 << 12, storage_options=options) as writer:
         for sample_id in ids:

@@ -108,7 +108,7 @@ def test_server_errors_and_resets_are_transient_and_retried(
     gcs_bucket: GcsBucket, gcs_proxy: FaultProxy, tmp_path: Path
 ) -> None:
     gcs_bucket.put("root/k", b"v" * 1000)
-    store = GcsStore(gcs_bucket.url("root"), endpoint_url=gcs_proxy.endpoint_url)
+    store = GcsStore(gcs_bucket.url("root"), endpoint_url=gcs_proxy.endpoint_url, anonymous=True)
     for fault in ("http_503", "reset", "truncate"):
         gcs_proxy.set_rules(FaultRule(fault, path_contains=OBJECT_K, limit=1))
         with pytest.raises(TransientStorageError, match="will retry"):
@@ -121,7 +121,7 @@ def test_stalled_server_times_out_as_transient_within_the_timeout(
     gcs_bucket: GcsBucket, gcs_proxy: FaultProxy, tmp_path: Path
 ) -> None:
     gcs_bucket.put("root/k", b"v")
-    store = GcsStore(gcs_bucket.url("root"), endpoint_url=gcs_proxy.endpoint_url)
+    store = GcsStore(gcs_bucket.url("root"), endpoint_url=gcs_proxy.endpoint_url, anonymous=True)
     gcs_proxy.set_rules(FaultRule("stall", path_contains=OBJECT_K))
     started = time.perf_counter()
     with pytest.raises(TransientStorageError, match="Timeout"):
@@ -133,7 +133,7 @@ def test_access_denied_fails_fast_and_says_check_the_credentials(
     gcs_bucket: GcsBucket, gcs_proxy: FaultProxy
 ) -> None:
     gcs_bucket.put("root/k", b"v")
-    store = GcsStore(gcs_bucket.url("root"), endpoint_url=gcs_proxy.endpoint_url)
+    store = GcsStore(gcs_bucket.url("root"), endpoint_url=gcs_proxy.endpoint_url, anonymous=True)
     gcs_proxy.set_rules(FaultRule("http_403", path_contains=OBJECT_K))
     calls = []
 
@@ -153,7 +153,9 @@ def test_endpoint_comes_from_storage_emulator_host(gcs_bucket: GcsBucket) -> Non
     assert store.endpoint_url == gcs_bucket.endpoint_url
     assert store.read_bytes("k") == b"via env"
     bare = GcsStore("gs://b", environ={"STORAGE_EMULATOR_HOST": "127.0.0.1:4443"})
-    assert bare.endpoint_url == "http://127.0.0.1:4443"
+    assert (bare.endpoint_url, bare.emulated) == ("http://127.0.0.1:4443", True)
+    # An explicit endpoint may be a private one: it looks for credentials, as Google's client does.
+    assert not GcsStore("gs://b", endpoint_url="https://private.example", environ={}).emulated
 
 
 def test_endpoint_option_points_one_store_at_the_emulator(

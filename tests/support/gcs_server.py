@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gcp_storage_emulator.server import create_server
@@ -55,9 +56,10 @@ class GcsBucket:
         return self.server.endpoint_url
 
     @property
-    def store_options(self) -> dict[str, str]:
-        """Options for ``open_store(bucket.url(...), **bucket.store_options)``."""
-        return {"endpoint_url": self.server.endpoint_url}
+    def store_options(self) -> dict[str, Any]:
+        """Options for ``open_store(bucket.url(...), **bucket.store_options)``: the emulator takes
+        anonymous requests (an explicit endpoint would otherwise look for Google credentials)."""
+        return {"endpoint_url": self.server.endpoint_url, "anonymous": True}
 
     @property
     def environment(self) -> dict[str, str]:
@@ -93,7 +95,10 @@ def isolate_from_google_config(monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the client off the developer's credentials, HMAC keys and metadata server."""
     for name in ("GOOGLE_APPLICATION_CREDENTIALS", "GCS_KEY", "GCS_SECRET", "STORAGE_EMULATOR_HOST"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # nothing listens there: no metadata server
+    # Nothing listens on port 9: no metadata server is ever reached (google-auth reads both names).
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
+    monkeypatch.setenv("NO_GCE_CHECK", "true")
     monkeypatch.setenv("CLOUDSDK_CONFIG", os.devnull)
 
 
