@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -105,6 +105,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
     e.g. a framework whose launcher does not export ``LOCAL_WORLD_SIZE``; it is used as given (and kept
     when the dataset is pickled to DataLoader workers), and its ``local_rank`` must be
     ``rank % local_world_size``: ranks fill nodes in order.
+
+    Another is ``storage_options``, for the single-stream form (``remote=``): options of the remote's
+    store (an endpoint, credentials); with ``streams=``, give each ``Stream`` its own.
     """
 
     def __init__(
@@ -114,6 +117,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         remote: str | None = None,
         local: str | None = None,
         split: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
         download_retry: int = 2,
         download_timeout: float = 60,
         validate_hash: str | None = None,
@@ -147,6 +151,13 @@ class StreamingDataset(MosaicNames, IterableDataset):
             "validate_hash": validate_hash,
             "keep_zip": keep_zip,
         }
+        if storage_options is not None:
+            if streams is not None:
+                raise ConfigError(
+                    "storage_options: expected it with remote/local (one stream), found it with streams; "
+                    "pass Stream(..., storage_options={...}) for each stream instead"
+                )
+            stream_config = {**(stream_config or {}), "storage_options": storage_options}
         self.streams = build_streams(
             streams, defaults=stream_defaults, stream_name=stream_name, stream_config=stream_config
         )

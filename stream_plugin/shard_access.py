@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ class StreamCacheSpec:
 
     config: CacheConfig
     remote: str | None
-    store_options: tuple[tuple[str, str], ...] = ()
+    store_options: tuple[tuple[str, Any], ...] = ()  # the stream's storage_options, as pairs
 
     def open_store(self) -> ObjectStore | None:
         if self.remote is None:

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from stream_plugin.cache import CacheConfig, CacheStats, minimum_cache_limit
 from stream_plugin.errors import ConfigError, EmptyStreamError
@@ -25,6 +26,10 @@ class OpenedStreams:
     index_digests: list[str]  # sha256 of each index.json: the data part of the resume fingerprint
     entries_per_stream: list[list[ShardEntry]]
     stored_bytes_per_stream: list[int]  # what a fully cached stream occupies locally
+
+
+def _pairs(stream: Stream) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(stream.storage_options.items()))
 
 
 def _stored_bytes(entries: Sequence[ShardEntry]) -> int:
@@ -77,7 +82,7 @@ def open_streams(
             download_retry=settings.download_retry,
             download_timeout=settings.download_timeout,
         )
-        spec = StreamCacheSpec(config=config, remote=stream.remote_dir)
+        spec = StreamCacheSpec(config=config, remote=stream.remote_dir, store_options=_pairs(stream))
         store = spec.open_store()
         stores.append(store)
         index_path = spec.open(CacheStats(), store).fetch_index()
@@ -93,7 +98,9 @@ def open_streams(
     sizes = [_stored_bytes(entries) for entries in entries_per_stream]
     shares = _limit_shares(cache_limit, streams, sizes)
     specs = [
-        StreamCacheSpec(config=replace(config, cache_limit=share), remote=stream.remote_dir)
+        StreamCacheSpec(
+            config=replace(config, cache_limit=share), remote=stream.remote_dir, store_options=_pairs(stream)
+        )
         for config, share, stream in zip(configs, shares, streams)
     ]
     return stores, OpenedStreams(

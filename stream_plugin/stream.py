@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import StreamWeight
+from stream_plugin.storage.registry import check_storage_options
 
 
 def _join(base: str | None, split: str) -> str | None:
@@ -43,7 +45,9 @@ class Stream:
 
     ``remote`` is where the shards live (``s3://...``, ``file://...``, a path, or None for a local-only
     stream); ``local`` is this node's cache folder for them. ``proportion``, ``repeat`` and ``choose``
-    weight the stream in a mix (use one scheme for all streams).
+    weight the stream in a mix (use one scheme for all streams). ``storage_options`` go to the remote's
+    store (``open_store(remote, **storage_options)``): an endpoint, credentials, a requester-pays
+    project, so that two streams can live in two accounts or clouds.
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class Stream:
         download_timeout: float | None = None,
         validate_hash: str | None = None,
         keep_zip: bool | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         if remote is None and local is None:
             raise ConfigError(
@@ -78,6 +83,7 @@ class Stream:
         self._download_timeout = download_timeout
         self._validate_hash = validate_hash
         self._keep_zip = keep_zip
+        self.storage_options = check_storage_options(storage_options)
 
     @property
     def local_dir(self) -> str:

@@ -29,7 +29,24 @@ _ensure_venv() {
 
 ensure_main_venv() {
     _ensure_venv .venv "the main environment (torch 2.13.0 CPU, Lightning 2.6)" "" \
-        "$MAIN_TORCH" -e ".[formats,lightning,dev]"
+        "$MAIN_TORCH" -e ".[formats,lightning,gcs,azure,fsspec,dev]"
+    ensure_azurite
+}
+
+# Azurite, Microsoft's Azure Storage emulator, for tests/storage (an npm package; Node 20 is on every
+# machine). It goes into the gitignored .tools/azurite; the test fixture starts it on 127.0.0.1.
+AZURITE_VERSION=3.37.0
+AZURITE_DIR=.tools/azurite
+
+ensure_azurite() {
+    if [ "$(cat "$AZURITE_DIR/.stream-plugin-env" 2>/dev/null)" = "$AZURITE_VERSION" ] \
+        && [ -x "$AZURITE_DIR/node_modules/.bin/azurite-blob" ]; then
+        return 0
+    fi
+    echo ">> installing Azurite $AZURITE_VERSION in $AZURITE_DIR" >&2
+    mkdir -p "$AZURITE_DIR"
+    npm install --prefix "$AZURITE_DIR" --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION" >&2
+    echo "$AZURITE_VERSION" > "$AZURITE_DIR/.stream-plugin-env"
 }
 
 # The peers environment for benchmarks only (never CI): MosaicML Streaming and litdata need a working

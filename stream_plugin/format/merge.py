@@ -14,7 +14,7 @@ import os
 import posixpath
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from stream_plugin.fileio import atomic_write_bytes
 from stream_plugin.format.index import INDEX_BASENAME, INDEX_VERSION, parse_index
 from stream_plugin.storage import open_store, split_out
 from stream_plugin.storage.local import local_root
+from stream_plugin.storage.registry import check_storage_options
 
 __all__ = ["merge_index", "merge_index_files", "merge_index_folder"]
 
@@ -39,6 +40,8 @@ def merge_index(*args: Any, **kwargs: Any) -> None:
       (local paths, remote URLs, or ``(local, remote)`` pairs), in the order given;
     * ``merge_index(out, keep_local=True, download_timeout=60)``: every sub-folder of ``out`` that holds
       an index.json, in natural order (``2`` before ``10``).
+
+    ``storage_options=`` (a keyword, our own) go to every remote store it opens (an endpoint, credentials).
     """
     first = args[0] if args else kwargs.get("index_file_urls", kwargs.get("out"))
     if isinstance(first, list) or "index_file_urls" in kwargs:
@@ -57,8 +60,10 @@ def merge_index_files(
     out: str | tuple[str, str],
     keep_local: bool = True,
     download_timeout: float = 60,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Merge the given index files, in order, into ``out/index.json``."""
+    options = check_storage_options(storage_options)
     local, remote = _split(out)
     locations = list(dict.fromkeys(_normalize(url) for url in index_file_urls))
     if not locations:
@@ -68,13 +73,16 @@ def merge_index_files(
         )
     shards: list[dict[str, Any]] = []
     for location in locations:
-        text, prefix = _read_sub_index(location, local, remote, timeout=download_timeout)
+        text, prefix = _read_sub_index(location, local, remote, timeout=download_timeout, options=options)
         shards.extend(_prefixed_shards(text, prefix, source=str(location)))
-    _publish(shards, local, remote, keep_local=keep_local)
+    _publish(shards, local, remote, keep_local=keep_local, options=options)
 
 
 def merge_index_folder(
-    out: str | tuple[str, str], keep_local: bool = True, download_timeout: float = 60
+    out: str | tuple[str, str],
+    keep_local: bool = True,
+    download_timeout: float = 60,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Merge the index.json of every sub-folder of ``out`` (natural order) into ``out/index.json``."""
     local, remote = _split(out)
@@ -85,7 +93,7 @@ def merge_index_folder(
     if not found and remote is not None:
         keys = [
             key
-            for key in open_store(remote).list()
+            for key in open_store(remote, **check_storage_options(storage_options)).list()
             if key.count("/") == 1 and key.endswith(f"/{INDEX_BASENAME}")
         ]
         found = [f"{remote.rstrip('/')}/{key}" for key in sorted(keys, key=natural_key)]
@@ -94,7 +102,9 @@ def merge_index_folder(
             f"merge_index: expected sub-folders of {out!r} that hold an {INDEX_BASENAME}, found none; write "
             "each part with out=<out>/<part> first, or pass the list of index files"
         )
-    merge_index_files(found, out, keep_local=keep_local, download_timeout=download_timeout)
+    merge_index_files(
+        found, out, keep_local=keep_local, download_timeout=download_timeout, storage_options=storage_options
+    )
 
 
 def natural_key(text: str) -> list[Any]:
@@ -115,7 +125,12 @@ def _normalize(url: IndexLocation) -> IndexLocation:
 
 
 def _read_sub_index(
-    location: IndexLocation, local: Path | None, remote: str | None, *, timeout: float
+    location: IndexLocation,
+    local: Path | None,
+    remote: str | None,
+    *,
+    timeout: float,
+    options: Mapping[str, Any],
 ) -> tuple[bytes, str]:
     """The bytes of one sub-index and the folder prefix its basenames get in the merged index."""
     if isinstance(location, tuple):
@@ -137,7 +152,7 @@ def _read_sub_index(
         folder, name = url_remote, INDEX_BASENAME
     with tempfile.TemporaryDirectory(prefix="stream_plugin-merge-") as scratch:
         target = Path(scratch) / INDEX_BASENAME
-        open_store(folder).download(name, target, timeout=timeout)
+        open_store(folder, **options).download(name, target, timeout=timeout)
         return target.read_bytes(), _prefix(folder, remote)
 
 
@@ -164,7 +179,12 @@ def _prefixed_shards(text: bytes, prefix: str, *, source: str) -> list[dict[str,
 
 
 def _publish(
-    shards: list[dict[str, Any]], local: Path | None, remote: str | None, *, keep_local: bool
+    shards: list[dict[str, Any]],
+    local: Path | None,
+    remote: str | None,
+    *,
+    keep_local: bool,
+    options: Mapping[str, Any],
 ) -> None:
     """Write the merged index locally (a scratch folder when there is none) and upload it."""
     # Key order and spacing exactly as MosaicML's merge_index dumps it.
@@ -173,7 +193,7 @@ def _publish(
         atomic_write_bytes(local / INDEX_BASENAME, data, durable=True)
     if remote is None:
         return
-    store = open_store(remote)
+    store = open_store(remote, **options)
     if local is not None:
         store.upload(local / INDEX_BASENAME, INDEX_BASENAME)
         if not keep_local:

@@ -29,6 +29,7 @@ from stream_plugin.format.index import INDEX_BASENAME, write_index
 from stream_plugin.format.shard_file import config_bytes
 from stream_plugin.storage import ObjectStore, RetryPolicy, call_with_retries, open_store, split_out
 from stream_plugin.storage.local import local_root
+from stream_plugin.storage.registry import check_storage_options
 from stream_plugin.units import parse_bytes
 
 SIZE_LIMIT_MAX = (1 << 32) - 1  # sample offsets are uint32
@@ -141,7 +142,9 @@ class ShardWriter:
     names stored in the index; ``size_limit`` bytes per shard (int or ``'64mb'``; None or 0: no limit);
     ``keep_local`` keep local files after upload; ``progress_bar`` a progress line on stderr;
     ``max_workers`` threads that compress, hash and upload closed shards; ``exist_ok`` replace the
-    contents of a non-empty local folder; ``retry`` upload attempts for transient errors.
+    contents of a non-empty local folder; ``retry`` upload attempts for transient errors;
+    ``storage_options`` options of the remote's store (``open_store(remote, **storage_options)``: an
+    endpoint, credentials).
     """
 
     format: ClassVar[str] = ""
@@ -160,6 +163,7 @@ class ShardWriter:
         max_workers: int | None = None,
         exist_ok: bool = False,
         retry: int = 2,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         spec = parse_compression(compression or None)
         self.compression = spec.name if spec is not None else None
@@ -178,7 +182,7 @@ class ShardWriter:
         prepare_local_folder(Path(self.local), exist_ok=exist_ok)
         self._store = ShardStore(
             Path(self.local),
-            open_store(remote) if remote is not None else None,
+            open_store(remote, **check_storage_options(storage_options)) if remote is not None else None,
             compression=spec,
             hashes=self.hashes,
             keep_local=keep_local,

@@ -1,8 +1,16 @@
-"""Object storage: one small protocol (``ObjectStore``), backends for local/S3/HTTP, plugins, retries.
+"""Object storage: one small protocol (``ObjectStore``), backends for local/S3/HTTP/GCS/Azure/fsspec,
+plugins, retries.
 
 ``open_store(url)`` picks the backend from the URL scheme; ``call_with_retries`` retries the transient
-failures every backend reports as ``TransientStorageError`` and fails fast on 404 / 403.
+failures every backend reports as ``TransientStorageError`` and fails fast on 404 / 403. The backends
+that need a cloud SDK (boto3, google-cloud-storage, azure-storage-blob, fsspec) are imported on first
+use, here as in ``open_store``, so importing this package loads none of them.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from stream_plugin.storage.base import (
     ObjectStore,
@@ -22,10 +30,33 @@ from stream_plugin.storage.registry import (
     split_out,
 )
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
-from stream_plugin.storage.s3 import S3Store
+
+if TYPE_CHECKING:
+    from stream_plugin.storage.azure import AzureStore
+    from stream_plugin.storage.fsspec_store import FsspecStore
+    from stream_plugin.storage.gcs import GcsStore
+    from stream_plugin.storage.s3 import S3Store
+
+_IMPORTED_ON_USE = {
+    "S3Store": "stream_plugin.storage.s3",
+    "GcsStore": "stream_plugin.storage.gcs",
+    "AzureStore": "stream_plugin.storage.azure",
+    "FsspecStore": "stream_plugin.storage.fsspec_store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _IMPORTED_ON_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stream_plugin.storage' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "AzureStore",
+    "FsspecStore",
+    "GcsStore",
     "HttpStore",
     "LocalStore",
     "ObjectStore",

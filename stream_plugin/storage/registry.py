@@ -1,27 +1,36 @@
 """Choosing an ``ObjectStore`` from a URL, and the ``out`` / remote-URL conventions of MosaicML.
 
-Built in: local paths and ``file://`` → ``LocalStore``; ``s3://`` → ``S3Store``; ``http(s)://`` →
-``HttpStore`` (read-only). Any other scheme is looked up in the entry-point group
-``stream_plugin.storage``: the entry-point name is the scheme and the object is a factory
-``factory(url, **options) -> ObjectStore``. A package adds ``gs://`` support like this::
+Built in, each imported only when its scheme is first used (so ``import stream_plugin`` loads no
+cloud SDK): local paths and ``file://`` → ``LocalStore``; ``s3://`` → ``S3Store``; ``http(s)://`` →
+``HttpStore`` (read-only); ``gs://`` → ``GcsStore`` (extra ``[gcs]``); ``azure://`` and ``az://`` →
+``AzureStore`` (extra ``[azure]``).
+
+Any other scheme is looked up in the entry-point group ``stream_plugin.storage``: the entry-point name
+is the scheme and the object is a factory ``factory(url, **options) -> ObjectStore``. A package adds
+``myscheme://`` support like this::
 
     # pyproject.toml of the plugin package
     [project.entry-points."stream_plugin.storage"]
-    gs = "my_package.gcs:open_gcs_store"
+    myscheme = "my_package.store:open_my_store"
 
-    # my_package/gcs.py
-    def open_gcs_store(url: str, **options) -> GcsStore: ...
+    # my_package/store.py
+    def open_my_store(url: str, **options) -> MyStore: ...
 
-After ``pip install my-package``, ``open_store("gs://bucket/data")`` returns a ``GcsStore``. The store
-must raise ``RemoteNotFoundError`` / ``RemoteAccessDeniedError`` / ``TransientStorageError`` (from
-``stream_plugin.storage``) so retries and fail-fast work. Built-in schemes cannot be overridden.
+After ``pip install my-package``, ``open_store("myscheme://bucket/data")`` returns a ``MyStore``. The
+store must raise ``RemoteNotFoundError`` / ``RemoteAccessDeniedError`` / ``TransientStorageError``
+(from ``stream_plugin.storage``) so retries and fail-fast work. Built-in schemes cannot be overridden.
+
+A scheme that is neither built in nor a plugin falls back to ``fsspec`` (extra ``[fsspec]``) when
+fsspec knows the protocol (``hf://``, ``sftp://``, ``abfs://``, ``memory://``, ...): ``FsspecStore``.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
 from typing import Any
@@ -29,16 +38,44 @@ from urllib.parse import urlsplit
 
 from stream_plugin.errors import ConfigError, MissingDependencyError
 from stream_plugin.storage.base import ObjectStore
-from stream_plugin.storage.http import HttpStore
-from stream_plugin.storage.local import LocalStore
-from stream_plugin.storage.s3 import S3Store
 
 ENTRY_POINT_GROUP = "stream_plugin.storage"
 StoreFactory = Callable[..., ObjectStore]
 
-BUILTIN_FACTORIES: Mapping[str, StoreFactory] = MappingProxyType(
-    {"file": LocalStore, "s3": S3Store, "http": HttpStore, "https": HttpStore}
+
+@dataclass(frozen=True)
+class Backend:
+    """A built-in store: where its class lives (``module:attribute``) and the pip extra it needs."""
+
+    target: str
+    extra: str | None = None  # None: its dependencies are core dependencies
+
+    def load(self, scheme: str) -> StoreFactory:
+        """Import the store class; a missing SDK is a ``MissingDependencyError`` naming the extra."""
+        module_name, _, attribute = self.target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            install = f"pip install 'stream-plugin[{self.extra}]'" if self.extra else "reinstall stream-plugin"
+            raise MissingDependencyError(
+                f"Expected the {scheme}:// backend ({self.target}) to import, found {error}; {install}."
+            ) from error
+        factory: StoreFactory = getattr(module, attribute)
+        return factory
+
+
+BUILTIN_BACKENDS: Mapping[str, Backend] = MappingProxyType(
+    {
+        "file": Backend("stream_plugin.storage.local:LocalStore"),
+        "s3": Backend("stream_plugin.storage.s3:S3Store"),
+        "http": Backend("stream_plugin.storage.http:HttpStore"),
+        "https": Backend("stream_plugin.storage.http:HttpStore"),
+        "gs": Backend("stream_plugin.storage.gcs:open_gcs_store", extra="gcs"),
+        "azure": Backend("stream_plugin.storage.azure:AzureStore", extra="azure"),
+        "az": Backend("stream_plugin.storage.azure:AzureStore", extra="azure"),
+    }
 )
+FSSPEC_BACKEND = Backend("stream_plugin.storage.fsspec_store:FsspecStore", extra="fsspec")
 HOW_TO_ADD = (
     f'register a factory under the entry-point group "{ENTRY_POINT_GROUP}" in the plugin\'s pyproject.toml: '
     f'[project.entry-points."{ENTRY_POINT_GROUP}"] myscheme = "my_package.module:factory"'
@@ -91,18 +128,30 @@ def plugin_entry_points() -> dict[str, EntryPoint]:
 
 
 def known_schemes() -> list[str]:
-    """Every scheme ``open_store`` accepts right now."""
-    return sorted(set(BUILTIN_FACTORIES) | set(plugin_entry_points()))
+    """Every scheme ``open_store`` serves without fsspec: built-in and installed plugins."""
+    return sorted(set(BUILTIN_BACKENDS) | set(plugin_entry_points()))
+
+
+def fsspec_protocols() -> frozenset[str]:
+    """The protocols fsspec knows (installed or not); empty when fsspec itself is not installed."""
+    try:
+        from fsspec.registry import known_implementations, registry
+    except ImportError:
+        return frozenset()
+    return frozenset(known_implementations) | frozenset(registry)
 
 
 def factory_for(scheme: str) -> StoreFactory:
-    """The factory serving ``scheme``: built in, else an installed entry point."""
-    if scheme in BUILTIN_FACTORIES:
-        return BUILTIN_FACTORIES[scheme]
+    """The factory serving ``scheme``: built in, else an installed entry point, else fsspec."""
+    if scheme in BUILTIN_BACKENDS:
+        return BUILTIN_BACKENDS[scheme].load(scheme)
     plugins = plugin_entry_points()
     if scheme not in plugins:
+        if scheme in fsspec_protocols():
+            return FSSPEC_BACKEND.load(scheme)
         raise ConfigError(
-            f"Expected a URL scheme in {known_schemes()}, found {scheme!r}; check the URL, or {HOW_TO_ADD}."
+            f"Expected a URL scheme in {known_schemes()} or one fsspec knows, found {scheme!r}; check the "
+            f"URL, install 'stream-plugin[fsspec]' (and the fsspec implementation for {scheme!r}), or {HOW_TO_ADD}."
         )
     entry = plugins[scheme]
     try:
@@ -120,8 +169,21 @@ def factory_for(scheme: str) -> StoreFactory:
     return factory
 
 
+def check_storage_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``storage_options`` as a plain dict; anything but a mapping with string keys is refused."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):
+        raise ConfigError(
+            f"storage_options: expected a dict of option name to value (such as {{'endpoint_url': ...}}), found "
+            f"{options!r:.80}; pass a dict with string keys"
+        )
+    return dict(options)
+
+
 def open_store(url: str | os.PathLike[str], **options: Any) -> ObjectStore:
-    """The ``ObjectStore`` for ``url``; ``options`` go to the backend (e.g. ``endpoint_url`` for S3)."""
+    """The ``ObjectStore`` for ``url``; ``options`` go to the backend (a stream's ``storage_options``:
+    an endpoint, credentials, a requester-pays project; see each store's docstring)."""
     scheme = scheme_of(url)
     factory = factory_for(scheme)
     target = os.fspath(url)

@@ -99,7 +99,9 @@ class S3Store:
     Options: ``endpoint_url`` (else ``S3_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL``), ``region`` (else
     ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` / profile / us-east-1), ``profile``, ``unsigned`` (None =
     unsigned only when no credentials are found), ``addressing_style`` (default ``path`` for custom
-    endpoints, which MinIO and IP endpoints need), ``max_pool_connections``, ``chunk_size``.
+    endpoints, which MinIO and IP endpoints need), ``max_pool_connections``, ``chunk_size``;
+    ``access_key_id`` / ``secret_access_key`` / ``session_token`` (else boto3's chain), so that two
+    streams can read from two accounts.
 
     boto3 clients are not fork-safe, so they are built lazily in the process that uses them and rebuilt
     after a fork; the store itself pickles without them (for spawn-started workers).
@@ -116,9 +118,20 @@ class S3Store:
         addressing_style: str | None = None,
         max_pool_connections: int = 16,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        session_token: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
+        if (access_key_id is None) != (secret_access_key is None):
+            raise ConfigError(
+                "Expected access_key_id and secret_access_key together, found only one; pass both, or "
+                "neither to use boto3's credential chain."
+            )
+        self.access_key_id = access_key_id
+        self.secret_access_key = secret_access_key
+        self.session_token = session_token
         self.url = url
         self.bucket, self.prefix = parse_s3_url(url)
         self.endpoint_url = resolve_endpoint(endpoint_url, env)
@@ -179,7 +192,12 @@ class S3Store:
 
     def _new_client(self, timeout: float | None) -> Any:
         # A Session per client: sessions are not thread-safe, and this runs once per timeout value.
-        session = boto3.session.Session(profile_name=self.profile)
+        session = boto3.session.Session(
+            profile_name=self.profile,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            aws_session_token=self.session_token,
+        )
         if self._unsigned_resolved is None:
             self._unsigned_resolved = (
                 self.unsigned if self.unsigned is not None else session.get_credentials() is None

@@ -10,13 +10,12 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.fault_proxy import FaultProxy
-from support.s3_server import S3Bucket
+from support.remotes import Remote
 
 from stream_plugin.format.compression import compress
 from stream_plugin.format.hashing import hash_data
@@ -186,23 +185,11 @@ def slow_store() -> Callable[[Path, float], SlowStore]:
 
 
 @pytest.fixture
-def s3_proxy(s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:  # noqa: F811
-    """A fault proxy in front of moto, with no rules yet; ``S3_ENDPOINT_URL`` points at it.
-
-    The variable is inherited by child processes, so ``open_store("s3://...")`` there goes through
-    the proxy too and ``proxy.requests`` counts the whole node's requests.
-    """
-    with FaultProxy((s3_bucket.server.host, s3_bucket.server.port), stall_seconds=2.0) as proxy:
-        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint_url)
-        yield proxy
-
-
-@pytest.fixture
-def upload_s3(s3_bucket: S3Bucket) -> Callable[[Dataset], str]:  # noqa: F811
-    """``upload_s3(dataset)``: copy a dataset's remote folder to the bucket; return its ``s3://`` URL."""
+def upload_remote(remote: Remote) -> Callable[[Dataset], str]:
+    """``upload_remote(dataset)``: copy a dataset's remote folder to ``remote`` (each store in turn)."""
 
     def upload(dataset: Dataset) -> str:
-        s3_bucket.upload_folder(dataset.remote, dataset.remote.name)
-        return s3_bucket.url(dataset.remote.name)
+        remote.upload_folder(dataset.remote, dataset.remote.name)
+        return remote.url(dataset.remote.name)
 
     return upload

@@ -64,13 +64,13 @@ def test_a_second_run_on_the_same_folder_downloads_nothing(make_dataset, local: 
 
 
 @pytest.mark.slow
-def test_processes_reading_from_s3_send_one_get_per_file_for_the_node(
-    make_dataset, upload_s3, s3_proxy, local: Path
+def test_processes_reading_from_a_remote_send_one_get_per_file_for_the_node(
+    make_dataset, upload_remote, remote_proxy, local: Path
 ) -> None:
     dataset = make_dataset(shards=6, compression="zstd")
-    url = upload_s3(dataset)
-    s3_proxy.reset_counts()
+    url = upload_remote(dataset)
+    remote_proxy.reset_counts()
     _run_all(local, url, count=4)
-    assert s3_proxy.requests["get"] == len(dataset.entries) + 1  # index.json, then each shard once
+    assert remote_proxy.requests["get"] == len(dataset.entries) + 1  # index.json, then each shard once
     assert node_stats(local).shards_downloaded == len(dataset.entries)
     dataset.assert_intact(local)

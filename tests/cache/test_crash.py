@@ -127,7 +127,7 @@ class SignallingStore:
         return self.inner.download(key, dest, timeout=timeout)  # type: ignore[attr-defined]
 
 
-def _download_from_s3(local: str, remote: str, started: object) -> None:
+def _download_from_remote(local: str, remote: str, started: object) -> None:
     store = SignallingStore(open_store(remote), started)
     cache = ShardCache(CacheConfig(local=local, remote=remote), store)  # type: ignore[arg-type]
     for entry in cache.open_index():
@@ -135,14 +135,14 @@ def _download_from_s3(local: str, remote: str, started: object) -> None:
 
 
 @pytest.mark.slow
-def test_killed_mid_s3_download_then_a_new_process_reads_everything(
-    make_dataset, upload_s3, s3_proxy, local: Path
+def test_killed_mid_remote_download_then_a_new_process_reads_everything(
+    make_dataset, upload_remote, remote_proxy, local: Path
 ) -> None:
     dataset = make_dataset(shards=2, shard_bytes=64_000)
-    url = upload_s3(dataset)
-    s3_proxy.bandwidth = 16_000  # bytes/s: a shard takes about four seconds
+    url = upload_remote(dataset)
+    remote_proxy.bandwidth = 16_000  # bytes/s: a shard takes about four seconds
     started = SPAWN.Event()
-    process = SPAWN.Process(target=_download_from_s3, args=(str(local), url, started))
+    process = SPAWN.Process(target=_download_from_remote, args=(str(local), url, started))
     process.start()
     try:
         assert started.wait(60)
@@ -153,7 +153,7 @@ def test_killed_mid_s3_download_then_a_new_process_reads_everything(
     assert not (local / "shard.00000.mds").exists()
     assert not is_locked_exclusively(ControlFolder(local).shard_lock("shard.00000.mds"))
 
-    s3_proxy.bandwidth = None
+    remote_proxy.bandwidth = None
     _run_in_new_process(local, url)
     dataset.assert_intact(local)
     assert not list(local.glob(".*tmp*"))

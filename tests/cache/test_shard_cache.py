@@ -284,30 +284,35 @@ def test_local_only_stream_refuses_a_store(make_dataset) -> None:
         _cache(dataset.remote, None, LocalStore(dataset.remote))
 
 
-def test_transient_s3_faults_are_retried_and_counted(make_dataset, upload_s3, s3_proxy, local: Path) -> None:
+def test_transient_remote_faults_are_retried_and_counted(
+    make_dataset, remote, upload_remote, remote_proxy, local: Path
+) -> None:
     dataset = make_dataset(shards=3, compression="zstd")
-    url = upload_s3(dataset)
-    s3_proxy.set_rules(
-        FaultRule("http_503", path_contains="shard.00000", limit=1),
-        FaultRule("reset", path_contains="shard.00001", limit=1),
-        FaultRule("truncate", path_contains="shard.00002", limit=1),
+    url = upload_remote(dataset)
+    remote_proxy.set_rules(
+        *(
+            FaultRule(fault, path_contains=f"shard.{number:05d}", limit=1)
+            for number, fault in enumerate(remote.download_faults)
+        )
     )
     cache = ShardCache(CacheConfig(local=str(local), remote=url, download_retry=2, validate_hash="sha1"))
     for entry in cache.open_index():
         cache.ensure(entry)
     dataset.assert_intact(local)
-    assert sum(s3_proxy.injected.values()) == 3
-    assert cache.stats.snapshot().retries == 3
+    assert sum(remote_proxy.injected.values()) == len(remote.download_faults)
+    assert cache.stats.snapshot().retries == len(remote.download_faults)
     assert cache.stats.snapshot().shards_downloaded == 3
 
 
-def test_missing_s3_object_fails_fast_without_retries(make_dataset, upload_s3, s3_proxy, local: Path) -> None:
+def test_missing_remote_object_fails_fast_without_retries(
+    make_dataset, upload_remote, remote_proxy, local: Path
+) -> None:
     dataset = make_dataset(shards=1)
-    url = upload_s3(dataset)
+    url = upload_remote(dataset)
     cache = ShardCache(CacheConfig(local=str(local), remote=url + "-elsewhere"))
     with pytest.raises(RemoteNotFoundError):
         cache.fetch_index()
-    assert s3_proxy.requests["get"] == 1
+    assert remote_proxy.requests["get"] == 1
     assert cache.stats.snapshot().retries == 0
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import FIXTURES_DIR
-from support.s3_server import S3Bucket
+from support.remotes import Remote
 
 from stream_plugin import MDSWriter
 from stream_plugin.format.index import load_index
@@ -81,15 +81,27 @@ def test_verify_reports_a_missing_shard(tmp_path: Path) -> None:
     assert "FAILED 1/shard.00002.mds" in result.stderr
 
 
-def test_inspect_and_verify_read_a_dataset_on_s3(s3_bucket: S3Bucket) -> None:
-    s3_bucket.upload_folder(FIXTURES_DIR / "mds-snappy", "data/snappy")
-    env = {"S3_ENDPOINT_URL": s3_bucket.endpoint_url}
-    inspected = run_cli("inspect", s3_bucket.url("data/snappy"), env=env)
+def test_inspect_and_verify_read_a_dataset_on_a_remote(remote: Remote) -> None:
+    remote.upload_folder(FIXTURES_DIR / "mds-snappy", "data/snappy")
+    env = remote.environment()
+    inspected = run_cli("inspect", remote.url("data/snappy"), env=env)
     assert inspected.returncode == 0, inspected.stderr
     assert "compression:  snappy" in inspected.stdout
-    verified = run_cli("verify", s3_bucket.url("data/snappy"), "--no-progress", env=env)
+    verified = run_cli("verify", remote.url("data/snappy"), "--no-progress", env=env)
     assert verified.returncode == 0, verified.stderr
     assert "300 samples decoded" in verified.stdout
+
+
+def test_convert_writes_to_a_remote_that_verify_then_reads(remote: Remote, tmp_path: Path) -> None:
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps({"text": f"row {i}", "label": i}) + "\n" for i in range(200)))
+    env = remote.environment()
+    converted = run_cli("convert", str(source), remote.url("converted"), "--size-limit", "4kb", "--no-progress", env=env)
+    assert converted.returncode == 0, converted.stderr
+    assert "converted/index.json" in remote.keys("converted/")
+    verified = run_cli("verify", remote.url("converted"), "--no-progress", env=env)
+    assert verified.returncode == 0, verified.stderr
+    assert "200 samples decoded" in verified.stdout
 
 
 def test_inspect_of_a_folder_without_index_explains(tmp_path: Path) -> None:

@@ -1,4 +1,8 @@
-"""The dataset over a real S3 endpoint on loopback: faults, many readers, cache limits, statistics."""
+"""The dataset over real object stores on loopback: faults, many readers, cache limits, statistics.
+
+The scenarios taking the ``remote`` fixture run on every store (S3, GCS, Azure Blob; see
+``support.remotes``); the others test store-independent rules on S3.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from pathlib import Path
 import pytest
 from support.datasets import write_ids
 from support.fault_proxy import FaultProxy, FaultRule
+from support.remotes import Remote
+from support.resume import assert_resumes_identically
 from support.s3_server import S3Bucket
 
 from stream_plugin import ConfigError, StreamingDataLoader, StreamingDataset
@@ -28,18 +34,24 @@ def s3_dataset(s3_bucket: S3Bucket, remote_1k: Path) -> str:
     return s3_bucket.url("data")
 
 
+@pytest.fixture
+def remote_dataset(remote: Remote, remote_1k: Path) -> str:
+    remote.upload_folder(remote_1k, "data")
+    return remote.url("data")
+
+
 def test_reading_through_faults_gives_every_sample_intact_and_counts_retries(
-    s3_bucket: S3Bucket, s3_dataset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    remote: Remote, remote_dataset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    every = {"http_503": 5, "reset": 7, "truncate": 11}
     rules = [
-        FaultRule("http_503", kinds=frozenset({"get"}), path_contains="shard", every=5),
-        FaultRule("reset", kinds=frozenset({"get"}), path_contains="shard", every=7),
-        FaultRule("truncate", kinds=frozenset({"get"}), path_contains="shard", every=11),
+        FaultRule(fault, kinds=frozenset({"get"}), path_contains="shard", every=every[fault])
+        for fault in remote.download_faults
     ]
-    with FaultProxy((s3_bucket.server.host, s3_bucket.server.port), rules) as proxy:
-        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint_url)
+    with FaultProxy((remote.host, remote.port), rules) as proxy:
+        remote.point_at(monkeypatch, proxy.endpoint_url)
         dataset = StreamingDataset(
-            remote=s3_dataset, local=str(tmp_path / "cache"), batch_size=10, download_retry=4
+            remote=remote_dataset, local=str(tmp_path / "cache"), batch_size=10, download_retry=4
         )
         samples = list(dataset)
         assert sorted(sample["id"] for sample in samples) == list(range(SAMPLES))
@@ -51,12 +63,22 @@ def test_reading_through_faults_gives_every_sample_intact_and_counts_retries(
         assert dataset.node_stats().shards_downloaded == len(dataset.shards)
 
 
-def test_a_missing_remote_fails_fast_naming_the_url(
-    s3_bucket: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("S3_ENDPOINT_URL", s3_bucket.endpoint_url)
+def test_a_missing_remote_fails_fast_naming_the_url(remote: Remote, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="index.json"):
-        StreamingDataset(remote=s3_bucket.url("nothing-here"), local=str(tmp_path / "cache"), batch_size=4)
+        StreamingDataset(remote=remote.url("nothing-here"), local=str(tmp_path / "cache"), batch_size=4)
+
+
+def test_resuming_on_another_node_from_a_remote_is_exact(
+    remote: Remote, remote_dataset: str, tmp_path: Path
+) -> None:
+    def loader(cache: str) -> StreamingDataLoader:
+        dataset = StreamingDataset(
+            remote=remote_dataset, local=str(tmp_path / cache), batch_size=10, shuffle=True, num_canonical_nodes=2
+        )
+        return StreamingDataLoader(dataset, batch_size=10)
+
+    # The resumed run starts on an empty cache, as on a fresh node: everything comes from the store again.
+    assert_resumes_identically(lambda: loader("first"), lambda: loader("resumed"), cuts=[37], epochs=1)
 
 
 READER = """
@@ -73,14 +95,14 @@ print(json.dumps(ids))
 
 
 def test_eight_readers_on_one_cold_cache_download_each_shard_once(
-    s3_bucket: S3Bucket, s3_dataset: str, tmp_path: Path
+    remote: Remote, remote_dataset: str, tmp_path: Path
 ) -> None:
     # 4 ranks of one node x 2 DataLoader workers each = 8 reader processes sharing one cache folder.
     cache = tmp_path / "cache"
-    env = {**os.environ, **s3_bucket.credentials, "S3_ENDPOINT_URL": s3_bucket.endpoint_url}
+    env = {**os.environ, **remote.environment()}
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", READER, s3_dataset, str(cache)],
+            [sys.executable, "-c", READER, remote_dataset, str(cache)],
             env={
                 **env,
                 "RANK": str(rank),
@@ -100,13 +122,8 @@ def test_eight_readers_on_one_cold_cache_download_each_shard_once(
         assert process.returncode == 0, stderr
         ids += json.loads(stdout.strip().splitlines()[-1])
     assert sorted(ids) == list(range(SAMPLES))
-    monkeypatch_env = {**env}
-    os.environ.update({"S3_ENDPOINT_URL": monkeypatch_env["S3_ENDPOINT_URL"]})
-    try:
-        dataset = StreamingDataset(remote=s3_dataset, local=str(cache), batch_size=10)
-        stats = dataset.node_stats()
-    finally:
-        del os.environ["S3_ENDPOINT_URL"]
+    dataset = StreamingDataset(remote=remote_dataset, local=str(cache), batch_size=10)
+    stats = dataset.node_stats()
     assert stats.shards_downloaded == len(dataset.shards)
     assert stats.retries == 0
 
@@ -122,12 +139,11 @@ def cache_usage(folder: Path) -> int:
 
 
 def test_cache_limit_holds_while_reading_a_dataset_three_times_larger_twice(
-    s3_bucket: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    remote: Remote, tmp_path: Path
 ) -> None:
     # ~50 shards of 1 KiB, so a third of the dataset holds the working set of 2 workers.
-    s3_bucket.upload_folder(write_ids(tmp_path / "small-shards", range(SAMPLES), size_limit=1024), "small")
-    s3_dataset = s3_bucket.url("small")
-    monkeypatch.setenv("S3_ENDPOINT_URL", s3_bucket.endpoint_url)
+    remote.upload_folder(write_ids(tmp_path / "small-shards", range(SAMPLES), size_limit=1024), "small")
+    s3_dataset = remote.url("small")
     probe = StreamingDataset(remote=s3_dataset, local=str(tmp_path / "probe"), batch_size=10)
     total = sum(entry.raw_data.bytes for entry in probe.shards)
     limit = total // 3

@@ -95,8 +95,27 @@ def test_s3_and_http_urls_open_their_stores() -> None:
     assert isinstance(open_store("HTTPS://host/data"), HttpStore)
 
 
+@pytest.mark.parametrize(
+    ("url", "options", "class_name"),
+    [
+        ("gs://bucket/prefix", {"anonymous": True}, "GcsStore"),
+        ("azure://container/prefix", {"account_name": "acct"}, "AzureStore"),
+        ("az://container/prefix", {"account_name": "acct"}, "AzureStore"),
+        ("memory://bucket/prefix", {}, "FsspecStore"),
+    ],
+)
+def test_gcs_azure_and_fsspec_urls_open_their_stores(url: str, options: dict[str, object], class_name: str) -> None:
+    store = open_store(url, **options)
+    assert type(store).__name__ == class_name
+    assert isinstance(store, ObjectStore)
+    assert store.url == url
+
+
 def test_unknown_scheme_lists_known_schemes_and_how_to_add_one() -> None:
-    pattern = r"Expected a URL scheme in \[.*'file'.*'s3'.*\], found 'gopher'; .*\[project.entry-points.\"stream_plugin.storage\"\]"
+    pattern = (
+        r"Expected a URL scheme in \[.*'az'.*'azure'.*'file'.*'gs'.*'s3'.*\] or one fsspec knows, found 'gopher'; "
+        r".*install 'stream-plugin\[fsspec\]'.*\[project.entry-points.\"stream_plugin.storage\"\]"
+    )
     with pytest.raises(ConfigError, match=pattern):
         open_store("gopher://host/data")
 
