@@ -42,9 +42,14 @@ except ImportError as error:
 
 @pytest.mark.parametrize(
     ("package", "name", "extra"),
-    [("stream_plugin_lightning", "lightning", "lightning"), ("stream_plugin_composer", "composer", "composer")],
+    [
+        ("stream_plugin_lightning", "lightning", "lightning"),
+        ("stream_plugin_composer", "composer", "composer"),
+    ],
 )
-def test_importing_an_integration_without_its_extra_names_the_extra(package: str, name: str, extra: str) -> None:
+def test_importing_an_integration_without_its_extra_names_the_extra(
+    package: str, name: str, extra: str
+) -> None:
     script = _HIDE.format(name=name, package=package)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.startswith(f"MissingDependencyError: {package} needs the {name!r} package")
@@ -81,7 +86,10 @@ def test_the_wheel_ships_license_py_typed_and_metadata(tmp_path: Path) -> None:
         info = f"stream_plugin-{__version__}.dist-info"
         metadata = email.message_from_bytes(archive.read(f"{info}/METADATA"))
     assert f"{info}/licenses/LICENSE" in names
-    assert {f"{package}/py.typed" for package in ("stream_plugin", "stream_plugin_lightning", "stream_plugin_composer")} <= names
+    assert {
+        f"{package}/py.typed"
+        for package in ("stream_plugin", "stream_plugin_lightning", "stream_plugin_composer")
+    } <= names
     assert metadata["Version"] == __version__
     assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata["Requires-Python"] == ">=3.11"  # the version CI tests on (scripts/test, Python 3.11)
