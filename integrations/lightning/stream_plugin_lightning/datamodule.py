@@ -13,6 +13,8 @@ and is checked against the loader at the first batch of every training epoch.
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -34,25 +36,54 @@ _SPLITS_FOR_STAGE: dict[str, tuple[Split, ...]] = {
     "test": ("test",),
     "predict": ("predict",),
 }
+# Lightning warns that an IterableDataset's __len__ may count samples twice over workers; ours is the
+# exact number of batches every rank yields (workers split the batches, see the README's contract).
+_LEN_WARNING = "Your `IterableDataset` has `__len__` defined"
+
+
+def _no_loader_hook(base_hook: Callable[..., Any]) -> Callable[[], list[Any]]:
+    """The loader hook of a split that has no data: returns [], and wraps (so "is") the base hook."""
+
+    @functools.wraps(base_hook)
+    def no_loader() -> list[Any]:
+        return []
+
+    return no_loader
+
+
+def _skip_lightnings_length_warning() -> None:
+    """Ignore Lightning's generic ``IterableDataset`` length warning, which does not apply to our loaders."""
+    warnings.filterwarnings("ignore", message=_LEN_WARNING, category=UserWarning)
 
 
 class StreamingDataModule(pl.LightningDataModule):
     """Streaming datasets for train / val / test / predict with exact, elastic resumption of training.
 
     Args:
-        train, val, test, predict: each split's data; a split left out has no loader. (A plain dict of
-            ``DatasetSpec`` fields is accepted too; the annotation stays ``DatasetSpec`` so that LightningCLI
-            checks a YAML file against the fields and their choices.)
-        batch_size: samples per loader batch on each device. May be left out when ``global_batch_size``
-            is given; it is then ``global_batch_size / data-parallel ranks``.
+        train: the training data (a DatasetSpec, or a plain dict of its fields); required for fit.
+        val: the validation data; left out, fit runs no validation.
+        test: the data trainer.test reads; left out, there is no test loader.
+        predict: the data trainer.predict reads; left out, there is no predict loader.
+        batch_size: samples per loader batch on each device. May be left out when global_batch_size
+            is given; it is then global_batch_size / data-parallel ranks.
         global_batch_size: samples per loader batch over all data-parallel ranks. When set, it is
-            checked against ``batch_size`` x ranks. Keep it fixed to resume on a different number of
+            checked against batch_size x ranks. Keep it fixed to resume on a different number of
             processes.
         eval_batch_size: per-device batch size for val / test / predict (default: the training one).
-        num_workers, pin_memory, persistent_workers, prefetch_factor, timeout, multiprocessing_context,
-            collate_fn, worker_init_fn: passed to every ``StreamingDataLoader``. Workers ignore SIGTERM and
-            SIGUSR1 (see ``loaders.WorkerInit``) so that a signal to the whole process group reaches only
-            the processes that act on it.
+        num_workers: DataLoader worker processes per rank (0: load in the training process).
+        pin_memory: copy batches into pinned memory, for faster transfers to a GPU.
+        persistent_workers: keep the workers alive between epochs (needs num_workers > 0).
+        prefetch_factor: batches each worker loads ahead (PyTorch's default when left out).
+        timeout: seconds to wait for a batch from a worker (0: no limit).
+        multiprocessing_context: how workers start: fork, spawn or forkserver (PyTorch's default).
+        collate_fn: turns a list of samples into a batch (default: PyTorch's, without the warning
+            about read-only arrays).
+        worker_init_fn: called in each worker with its id. Workers ignore SIGTERM and SIGUSR1 (see
+            loaders.WorkerInit) so that a signal to the whole process group reaches only the
+            processes that act on it.
+
+    A plain dict of DatasetSpec fields is accepted for each split; the annotation stays
+    DatasetSpec so that LightningCLI checks a YAML file against the fields and their choices.
     """
 
     def __init__(
@@ -113,6 +144,13 @@ class StreamingDataModule(pl.LightningDataModule):
             "collate_fn": collate_fn,
             "worker_init_fn": WorkerInit(worker_init_fn),
         }
+        for split in ("val", "test", "predict"):
+            if self.specs[split] is None:
+                # Lightning runs a stage only when its hook is overridden, and unwraps ``__wrapped__`` to
+                # tell: wrapping the base class's hook says "none" (an empty list from an overridden
+                # hook makes it warn "Total length ... is zero"), while a call still returns [].
+                base_hook = getattr(pl.LightningDataModule, f"{split}_dataloader")
+                setattr(self, f"{split}_dataloader", _no_loader_hook(base_hook))
         self.datasets: dict[Split, StreamingDataset] = {}
         self._batch_sizes: BatchSizes | None = None
         # The restored training state, kept for explanations (and applied if setup comes later).
@@ -184,6 +222,7 @@ class StreamingDataModule(pl.LightningDataModule):
         return {"batch_size": self._device_batch_size(split), **self.loader_options}
 
     def train_dataloader(self) -> TrainLoader:
+        _skip_lightnings_length_warning()
         dataset = self._dataset("train")
         return TrainLoader(
             dataset,
@@ -196,6 +235,7 @@ class StreamingDataModule(pl.LightningDataModule):
     def _eval_loader(self, split: Split) -> EvalLoader | list[Any]:
         if self.specs[split] is None:
             return []  # Lightning skips a stage whose loader list is empty
+        _skip_lightnings_length_warning()
         return EvalLoader(self._dataset(split), **self._loader_kwargs(split))
 
     def val_dataloader(self) -> EvalLoader | list[Any]:
