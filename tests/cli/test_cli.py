@@ -210,3 +210,30 @@ def test_convert_with_stderr_piped_prints_one_summary_line(tmp_path: Path) -> No
     assert len(result.stderr) < 4096
     assert result.stderr.splitlines()[-1].startswith("convert: 200,000 rows in ")
     assert "rows/s" in result.stderr
+
+
+def test_verify_with_stderr_piped_ends_with_a_summary_of_shards_and_bytes() -> None:
+    result = run_cli("verify", str(FIXTURES_DIR / "mds-zstd"))
+    assert result.returncode == 0, result.stderr
+    [summary] = result.stderr.splitlines()
+    assert summary.startswith("verify: 3 shards, ")
+    assert "shards/s" in summary
+
+
+def test_convert_of_parquet_without_pyarrow_names_the_extra(tmp_path: Path) -> None:
+    source = tmp_path / "rows.parquet"
+    source.write_bytes(b"PAR1")
+    hide_pyarrow = (
+        "import sys\n"
+        "class Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pyarrow':\n"
+        "            raise ImportError('No module named pyarrow')\n"
+        "sys.meta_path.insert(0, Hide())\n"
+        "from stream_plugin.cli import main\n"
+        f"sys.exit(main(['convert', {str(source)!r}, {str(tmp_path / 'out')!r}]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", hide_pyarrow], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "reading Parquet needs pyarrow" in result.stderr
+    assert "pip install 'stream-plugin[parquet]'" in result.stderr
