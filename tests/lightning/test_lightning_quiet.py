@@ -59,6 +59,9 @@ def test_a_module_without_eval_sets_has_no_eval_hooks() -> None:
         assert not is_overridden(hook, datamodule)
     with_val = StreamingDataModule(val={"remote": "s3://b/v", "local": "/tmp/v"}, batch_size=2)
     assert is_overridden("val_dataloader", with_val)
+    assert datamodule.predict_dataloader() == []  # called anyway: no loader
+    datamodule.specs["predict"] = with_val.specs["val"]  # a split added later gets its hook
+    assert is_overridden("predict_dataloader", datamodule)
 
 
 def test_every_datamodule_option_has_its_own_help_line(

@@ -51,6 +51,22 @@ def _no_loader_hook(base_hook: Callable[..., Any]) -> Callable[[], list[Any]]:
     return no_loader
 
 
+class _EvalLoaderHook:
+    """``val_dataloader`` and co.: the split's loader, or, while the split has no data, a hook that
+    Lightning reads as not overridden, so it skips the stage without warning "Total length ... is
+    zero" (which an overridden hook returning [] causes). Lightning unwraps ``__wrapped__`` to tell."""
+
+    def __init__(self, split: Split) -> None:
+        self.split = split
+
+    def __get__(self, instance: StreamingDataModule | None, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        if instance.specs[self.split] is None:
+            return _no_loader_hook(getattr(pl.LightningDataModule, f"{self.split}_dataloader"))
+        return functools.partial(instance._eval_loader, self.split)
+
+
 def _skip_lightnings_length_warning() -> None:
     """Ignore Lightning's generic ``IterableDataset`` length warning, which does not apply to our loaders."""
     warnings.filterwarnings("ignore", message=_LEN_WARNING, category=UserWarning)
@@ -144,13 +160,6 @@ class StreamingDataModule(pl.LightningDataModule):
             "collate_fn": collate_fn,
             "worker_init_fn": WorkerInit(worker_init_fn),
         }
-        for split in ("val", "test", "predict"):
-            if self.specs[split] is None:
-                # Lightning runs a stage only when its hook is overridden, and unwraps ``__wrapped__`` to
-                # tell: wrapping the base class's hook says "none" (an empty list from an overridden
-                # hook makes it warn "Total length ... is zero"), while a call still returns [].
-                base_hook = getattr(pl.LightningDataModule, f"{split}_dataloader")
-                setattr(self, f"{split}_dataloader", _no_loader_hook(base_hook))
         self.datasets: dict[Split, StreamingDataset] = {}
         self._batch_sizes: BatchSizes | None = None
         # The restored training state, kept for explanations (and applied if setup comes later).
@@ -238,14 +247,9 @@ class StreamingDataModule(pl.LightningDataModule):
         _skip_lightnings_length_warning()
         return EvalLoader(self._dataset(split), **self._loader_kwargs(split))
 
-    def val_dataloader(self) -> EvalLoader | list[Any]:
-        return self._eval_loader("val")
-
-    def test_dataloader(self) -> EvalLoader | list[Any]:
-        return self._eval_loader("test")
-
-    def predict_dataloader(self) -> EvalLoader | list[Any]:
-        return self._eval_loader("predict")
+    val_dataloader = _EvalLoaderHook("val")
+    test_dataloader = _EvalLoaderHook("test")
+    predict_dataloader = _EvalLoaderHook("predict")
 
     # ------------------------------------------------------------------ state
     def _trainer_or_none(self) -> pl.Trainer | None:
