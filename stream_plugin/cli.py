@@ -239,7 +239,7 @@ def _add_command(
         name,
         help=summary,
         description=summary[0].upper() + summary[1:] + ".",
-        epilog=f"example:\n  {_EXAMPLES[name]}",
+        epilog=f"examples:\n  {_EXAMPLES[name]}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
@@ -252,9 +252,6 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"stream-plugin {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log more: -v retries and downloads, -vv everything"
-    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     inspect = _add_command(commands, "inspect", "print streams, shards, samples, columns, compression and sizes")
@@ -327,13 +324,13 @@ class _FlagFormatter(logging.Formatter):
         return f"stream-plugin: {record.levelname.lower()}: {as_flags(record.getMessage(), self.names)}"
 
 
-def _configure_logging(verbose: int, names: dict[str, str]) -> None:
-    """Show the library's warnings on stderr; -v adds INFO, -vv DEBUG."""
+def _configure_logging(names: dict[str, str]) -> None:
+    """Show the library's warnings (retried uploads, a tiny size limit, ...) on stderr."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_FlagFormatter(names))
     logger = logging.getLogger("stream_plugin")
     logger.addHandler(handler)
-    logger.setLevel(logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG)
+    logger.setLevel(logging.WARNING)
 
 
 def _quiet_broken_pipe() -> int:
@@ -347,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     names = flag_names(parser, args.command)
-    _configure_logging(args.verbose, names)
+    _configure_logging(names)
     try:
         code = int(args.run(args))
         sys.stdout.flush()

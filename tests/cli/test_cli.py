@@ -157,7 +157,7 @@ def test_convert_keeps_an_existing_dataset_unless_told(tmp_path: Path) -> None:
 def test_every_command_has_plain_help_with_an_example(command: str) -> None:
     result = run_cli(command, "--help")
     assert result.returncode == 0
-    assert f"example:\n  stream-plugin {command} " in result.stdout
+    assert f"examples:\n  stream-plugin {command} " in result.stdout
     assert "``" not in result.stdout  # no reStructuredText markup
 
 
