@@ -210,7 +210,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
         axis.set_ylabel("samples/s (log)")
         axis.set_title(f"{workload}, batch 256, warm local cache")
         axis.grid(axis="y", alpha=0.3)
-    axes[0][0].legend()
-    figure.tight_layout()
+    # One legend for both panels, above them in a single row, so that it never covers a bar.
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=len(libraries), frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 0.92))
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -2,12 +2,18 @@
 
 The reading side needs torch; writers, the index tools and the CLI do not, so ``StreamingDataset`` and
 ``StreamingDataLoader`` are imported on first use and ``import stream_plugin`` stays light.
+
+Logging goes to ``logging.getLogger("stream_plugin")`` and its children: retries (with their cause),
+slow downloads and a remote that changed at WARNING, evictions and the rest at DEBUG. Nothing is
+printed until the application configures logging (``logging.basicConfig(level=logging.INFO)``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+from stream_plugin._version import __version__
 from stream_plugin.errors import (
     ConfigError,
     ConfigTypeError,
@@ -53,7 +59,9 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-__version__ = "0.1.0"
+# Library logging: everything goes to the "stream_plugin" logger tree (stream_plugin.storage,
+# stream_plugin.cache, ...) and is silent until the application configures logging.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "CSVWriter",

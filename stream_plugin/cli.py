@@ -1,4 +1,4 @@
-"""The ``stream-plugin`` command: inspect, verify and convert datasets.
+"""The ``stream-plugin`` command (also ``python -m stream_plugin``): inspect, verify and convert datasets.
 
 ``inspect`` and ``verify`` accept a local folder or a remote URL (``s3://``, ``file://``, ...). A folder
 holding several streams (sub-folders with their own ``index.json``) is walked stream by stream.
@@ -7,15 +7,25 @@ holding several streams (sub-folders with their own ``index.json``) is walked st
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from stream_plugin._version import __version__
 from stream_plugin.errors import StreamPluginError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
 from stream_plugin.progress import ProgressBar
+from stream_plugin.units import format_bytes
+
+# Exit status of a command whose reader went away (`inspect ... | head`), as if killed by SIGPIPE.
+BROKEN_PIPE_EXIT = 128 + 13
 
 
 @dataclass(frozen=True)
@@ -59,50 +69,65 @@ def find_streams(root: str) -> list[StreamLocation]:
     return streams
 
 
-def _human_bytes(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
-
-
-def _columns(entry: ShardEntry) -> str:
+def _columns(entry: ShardEntry) -> dict[str, str]:
     config = entry.config
     if entry.format == "json":
-        return ", ".join(f"{name}:{kind}" for name, kind in sorted(config.get("columns", {}).items()))
-    names = config.get("column_names", [])
-    encodings = config.get("column_encodings", [])
-    return ", ".join(f"{name}:{encoding}" for name, encoding in zip(names, encodings))
+        return dict(sorted(config.get("columns", {}).items()))
+    return dict(zip(config.get("column_names", []), config.get("column_encodings", [])))
+
+
+def describe_stream(stream: StreamLocation, *, with_shards: bool) -> dict[str, Any]:
+    """What ``inspect`` reports about one stream, as plain JSON values."""
+    entries = stream.entries
+    described: dict[str, Any] = {
+        "stream": stream.prefix or ".",
+        "shards": len(entries),
+        "samples": sum(entry.samples for entry in entries),
+        "formats": sorted({entry.format for entry in entries}),
+        "columns": _columns(entries[0]) if entries else {},
+        "compression": sorted({entry.compression or "none" for entry in entries}),
+        "hashes": sorted({name for entry in entries for name in entry.hashes}),
+        "raw_bytes": sum(pair[0].bytes for entry in entries for pair in entry.file_pairs()),
+        "stored_bytes": sum((pair[1] or pair[0]).bytes for entry in entries for pair in entry.file_pairs()),
+    }
+    if with_shards:
+        described["shard_list"] = [
+            {"id": shard_id, "samples": entry.samples, "stored_bytes": entry.stored_data.bytes,
+             "basename": entry.stored_data.basename}
+            for shard_id, entry in enumerate(entries)
+        ]
+    return described
+
+
+def _print_stream(stream: dict[str, Any]) -> None:
+    columns = ", ".join(f"{name}:{encoding}" for name, encoding in stream["columns"].items())
+    print()
+    print(f"stream: {stream['stream']}")
+    print(f"  shards:       {stream['shards']}")
+    print(f"  samples:      {stream['samples']:,}")
+    print(f"  format:       {', '.join(stream['formats'])}")
+    print(f"  columns:      {columns or '-'}")
+    print(f"  compression:  {', '.join(stream['compression'])}")
+    print(f"  hashes:       {', '.join(stream['hashes']) or 'none'}")
+    print(f"  size (raw):   {format_bytes(stream['raw_bytes'])}")
+    print(f"  size (stored):{format_bytes(stream['stored_bytes']):>10}")
+    if "shard_list" in stream:
+        print("  id  samples  stored bytes  basename")
+        for shard in stream["shard_list"]:
+            print(f"  {shard['id']:>3} {shard['samples']:>8} {shard['stored_bytes']:>13}  {shard['basename']}")
 
 
 def command_inspect(args: argparse.Namespace) -> int:
-    streams = find_streams(args.dataset)
-    total_samples = sum(entry.samples for stream in streams for entry in stream.entries)
+    streams = [describe_stream(stream, with_shards=args.shards) for stream in find_streams(args.dataset)]
+    total_samples = sum(stream["samples"] for stream in streams)
+    if args.json:
+        report = {"dataset": args.dataset, "samples": total_samples, "streams": streams}
+        print(json.dumps(report, indent=2))
+        return 0
     print(f"dataset: {args.dataset}")
     print(f"streams: {len(streams)}   samples: {total_samples:,}")
     for stream in streams:
-        entries = stream.entries
-        raw_bytes = sum(pair[0].bytes for entry in entries for pair in entry.file_pairs())
-        stored_bytes = sum((pair[1] or pair[0]).bytes for entry in entries for pair in entry.file_pairs())
-        formats = sorted({entry.format for entry in entries})
-        compressions = sorted({entry.compression or "none" for entry in entries})
-        hashes = sorted({name for entry in entries for name in entry.hashes})
-        print()
-        print(f"stream: {stream.prefix or '.'}")
-        print(f"  shards:       {len(entries)}")
-        print(f"  samples:      {sum(entry.samples for entry in entries):,}")
-        print(f"  format:       {', '.join(formats)}")
-        print(f"  columns:      {_columns(entries[0]) if entries else '-'}")
-        print(f"  compression:  {', '.join(compressions)}")
-        print(f"  hashes:       {', '.join(hashes) or 'none'}")
-        print(f"  size (raw):   {_human_bytes(raw_bytes)}")
-        print(f"  size (stored):{_human_bytes(stored_bytes):>10}")
-        if args.shards:
-            print("  id  samples  stored bytes  basename")
-            for shard_id, entry in enumerate(entries):
-                stored = entry.stored_data
-                print(f"  {shard_id:>3} {entry.samples:>8} {stored.bytes:>13}  {stored.basename}")
+        _print_stream(stream)
     return 0
 
 
@@ -148,7 +173,7 @@ def command_verify(args: argparse.Namespace) -> int:
 
     streams = find_streams(args.dataset)
     total = sum(len(stream.entries) for stream in streams)
-    progress = ProgressBar(total, label="verify", enabled=not args.no_progress)
+    progress = ProgressBar(total, label="verify", unit="shards", enabled=not args.no_progress)
     failures: list[str] = []
     unsafe: list[str] = []
     decoded = 0
@@ -164,7 +189,7 @@ def command_verify(args: argparse.Namespace) -> int:
                     unsafe.append(name)
                 except (StreamPluginError, OSError, ValueError) as error:
                     failures.append(f"{name}: {error}")
-                progress.advance()
+                progress.advance(nbytes=entry.stored_data.bytes)
     progress.close()
     for failure in failures:
         print(f"FAILED {failure}", file=sys.stderr)
@@ -199,49 +224,135 @@ def command_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stream-plugin", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+_EXAMPLES = {
+    "inspect": "stream-plugin inspect s3://bucket/my-dataset\n  stream-plugin inspect ./my-dataset --shards --json",
+    "verify": "stream-plugin verify s3://bucket/my-dataset\n  stream-plugin verify ./my-dataset --no-progress",
+    "convert": "stream-plugin convert rows.jsonl ./my-dataset --compression zstd --size-limit 64mb\n"
+    "  stream-plugin convert rows.csv s3://bucket/my-dataset --columns text:str,label:int --hashes sha1",
+}
 
-    inspect = commands.add_parser(
-        "inspect", help="print streams, shards, samples, columns, compression and sizes"
+
+def _add_command(
+    commands: Any, name: str, summary: str
+) -> argparse.ArgumentParser:
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog=f"examples:\n  {_EXAMPLES[name]}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stream-plugin",
+        description="Inspect, verify and convert stream_plugin / MosaicML Streaming datasets.",
+        epilog="examples:\n" + "".join(f"  {example}\n" for example in _EXAMPLES.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"stream-plugin {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    inspect = _add_command(commands, "inspect", "print streams, shards, samples, columns, compression and sizes")
     inspect.add_argument("dataset", help="a local folder or a URL (s3://bucket/path, file:///path)")
     inspect.add_argument("--shards", action="store_true", help="also list every shard")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(run=command_inspect)
 
-    verify = commands.add_parser("verify", help="check sizes and hashes and decode every sample")
+    verify = _add_command(commands, "verify", "check sizes and hashes and decode every sample")
     verify.add_argument("dataset", help="a local folder or a URL (s3://bucket/path, file:///path)")
     verify.add_argument(
         "--allow-unsafe-types", action="store_true", help="also decode pkl columns (runs pickle)"
     )
-    verify.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    verify.add_argument("--no-progress", action="store_true", help="hide the progress display")
     verify.set_defaults(run=command_verify)
 
-    convert = commands.add_parser("convert", help="convert JSON lines / CSV / TSV / Parquet into MDS shards")
-    convert.add_argument("input", help="a .jsonl/.json, .csv, .tsv or .parquet file")
+    convert = _add_command(commands, "convert", "convert JSON lines / CSV / TSV / Parquet into MDS shards")
+    convert.add_argument("input", help="a .jsonl/.json, .csv, .tsv or .parquet file (.parquet needs [parquet])")
     convert.add_argument("out", help="the output folder or remote URL")
     convert.add_argument(
         "--columns",
-        help="name:encoding pairs separated by commas (such as 'text:str,label:int'); inferred when omitted",
+        help="name:encoding pairs separated by commas (such as text:str,label:int); inferred when omitted",
     )
     convert.add_argument("--compression", default=None, help="such as zstd, zstd:7, gz, bz2, br, snappy")
-    convert.add_argument("--size-limit", default="64mb", help="shard size limit, such as 64mb (default)")
+    convert.add_argument("--size-limit", default="64mb", help="shard size limit, such as 64mb (the default)")
     convert.add_argument(
         "--hashes", default=None, help="hash algorithms separated by commas, such as sha1,xxh64"
     )
     convert.add_argument("--exist-ok", action="store_true", help="replace an existing dataset in OUT")
-    convert.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    convert.add_argument("--no-progress", action="store_true", help="hide the progress display")
     convert.set_defaults(run=command_convert)
     return parser
 
 
+def flag_names(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """Python argument names -> the flags a user types for ``command`` (``exist_ok`` -> ``--exist-ok``)."""
+    subparsers = next(
+        action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+    )
+    names: dict[str, str] = {}
+    for action in subparsers.choices[command]._actions:
+        long_flags = [flag for flag in action.option_strings if flag.startswith("--")]
+        if long_flags and action.dest != "help":
+            names[action.dest] = long_flags[0]
+    return names
+
+
+def as_flags(message: str, names: dict[str, str]) -> str:
+    """``message`` with Python argument names written as flags: ``pass exist_ok=True`` -> ``pass --exist-ok``.
+
+    Only names with an underscore are rewritten: one-word names (``json``, ``columns``) are also words.
+    """
+    for dest, flag in names.items():
+        if "_" not in dest:
+            continue
+        message = re.sub(rf"\b{dest}=True\b", flag, message)
+        message = re.sub(rf"\b{dest}=", f"{flag} ", message)
+        message = re.sub(rf"(?<![-\w.]){dest}\b", flag, message)
+    return message
+
+
+class _FlagFormatter(logging.Formatter):
+    """Log lines as ``stream-plugin: warning: ...``, with argument names written as flags."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"stream-plugin: {record.levelname.lower()}: {as_flags(record.getMessage(), self.names)}"
+
+
+def _configure_logging(names: dict[str, str]) -> None:
+    """Show the library's warnings (retried uploads, a tiny size limit, ...) on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_FlagFormatter(names))
+    logger = logging.getLogger("stream_plugin")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away: point stdout at /dev/null so the exit flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return BROKEN_PIPE_EXIT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    names = flag_names(parser, args.command)
+    _configure_logging(names)
     try:
-        return int(args.run(args))
+        code = int(args.run(args))
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except (StreamPluginError, OSError) as error:
-        print(f"stream-plugin {args.command}: error: {error}", file=sys.stderr)
+        print(f"stream-plugin {args.command}: error: {as_flags(str(error), names)}", file=sys.stderr)
         return 2
 
 

@@ -114,7 +114,8 @@ def _read_parquet(path: Path) -> Iterator[Row]:
         import pyarrow.parquet as parquet
     except ImportError as error:
         raise MissingDependencyError(
-            f"{path}: reading Parquet needs pyarrow, which is not installed; run `pip install pyarrow`"
+            f"{path}: reading Parquet needs pyarrow, which is not installed; run "
+            "pip install 'stream-plugin[parquet]' (or pip install pyarrow)"
         ) from error
     for batch in parquet.ParquetFile(path).iter_batches():
         yield from batch.to_pylist()
@@ -167,9 +168,8 @@ def convert_file(
         columns = _text_row_types(head) if is_text else infer_columns(head, source=str(path))
     if not columns:
         raise ConfigError(f"{path}: expected at least one column, found none; pass --columns")
-    bar = ProgressBar(0, label="convert", enabled=progress)
     written = 0
-    with MDSWriter(
+    with ProgressBar(None, label="convert", unit="rows", enabled=progress) as bar, MDSWriter(
         out=out,
         columns=columns,
         compression=compression,
@@ -181,7 +181,5 @@ def convert_file(
             sample = _cast(row, columns) if is_text else {name: row.get(name) for name in columns}
             writer.write(sample)
             written += 1
-            bar.total = written
             bar.advance()
-    bar.close()
     return written

@@ -84,3 +84,12 @@ def parse_count(value: int | float | str, *, name: str = "count") -> int:
             f"{name}: expected a number with an optional suffix k/m/b/t (such as '100k'), found {value!r}"
         )
     return int(round(float(match.group(1)) * _COUNT_UNITS[match.group(2)]))
+
+
+def format_bytes(size: float) -> str:
+    """``size`` bytes for people: ``512 B``, ``1.5 KiB``, ``12.3 MiB``, ..."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")

@@ -13,6 +13,7 @@ read (shared lock) or downloaded (exclusive lock).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -22,6 +23,8 @@ from stream_plugin.cache.locks import ControlFolder, is_locked_exclusively, lock
 from stream_plugin.cache.stats import StatsGroup
 from stream_plugin.errors import ConfigError
 from stream_plugin.format.index import FileInfo, ShardEntry
+
+logger = logging.getLogger(__name__)
 
 
 def placed_files(entry: ShardEntry, *, keep_zip: bool) -> list[FileInfo]:
@@ -188,6 +191,7 @@ class Evictor:
             freed += size
         if freed:
             self._stats.record_eviction(freed)
+            logger.debug("evicted shard %r from %s (%d bytes) to stay within cache_limit", entry.raw_data.basename, self._local, freed)
         return freed
 
     def _live_reservations(self) -> dict[str, int]:

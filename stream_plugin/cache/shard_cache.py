@@ -16,8 +16,10 @@ next holder can remove a killed process's leftovers without scanning the folder.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -34,11 +36,15 @@ from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry, loa
 from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
-from stream_plugin.units import parse_bytes
+from stream_plugin.units import format_bytes, parse_bytes
 
 # How often ``reading`` re-downloads a shard that another process evicted between the download and
 # the shared lock, before deciding the cache is too small to make progress.
 _READ_ATTEMPTS = 3
+
+logger = logging.getLogger(__name__)
+# A download (all attempts) taking longer than this is logged as slow, with its size and rate.
+SLOW_DOWNLOAD_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -363,12 +369,23 @@ class ShardCache:
         dest.parent.mkdir(parents=True, exist_ok=True)
         store = self._store
         assert store is not None
-        return call_with_retries(
+        started = time.monotonic()
+        size = call_with_retries(
             lambda: store.download(key, dest, timeout=self._config.download_timeout),
             self._policy,
             describe=f"download of {key!r} from {self._remote}",
             on_retry=lambda _attempt, _error: self._record.record_retry(),
         )
+        elapsed = time.monotonic() - started
+        rate = f"{format_bytes(size / max(elapsed, 1e-9))}/s"
+        if elapsed >= SLOW_DOWNLOAD_SECONDS:
+            logger.warning(
+                "slow download: %r from %s took %.1fs for %s (%s); check the network or the store",
+                key, self._remote, elapsed, format_bytes(size), rate,
+            )
+        else:
+            logger.debug("downloaded %r from %s: %s in %.3fs (%s)", key, self._remote, format_bytes(size), elapsed, rate)
+        return size
 
     def _download_shard(self, entry: ShardEntry) -> None:
         """Download, verify and place a shard; a shard that fails verification is fetched again."""
@@ -386,6 +403,11 @@ class ShardCache:
                         f"mismatch on each of {attempts} download(s); last: {error}. The remote copy is corrupt "
                         "or index.json is stale: re-write or re-upload the shard"
                     ) from error
+                logger.warning(
+                    "shard %r from %s does not match index.json on download %d of %d (%s); the remote may have "
+                    "changed since the index was read: downloading it again",
+                    entry.raw_data.basename, self._remote, attempt, attempts, error,
+                )
                 self._record.record_retry()
                 continue
             except BaseException:

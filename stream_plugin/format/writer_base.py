@@ -11,8 +11,8 @@ Safety rules, stricter than MosaicML Streaming's:
 
 from __future__ import annotations
 
+import logging
 import shutil
-import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -27,10 +27,13 @@ from stream_plugin.format.compression import CompressionSpec, compress, parse_co
 from stream_plugin.format.hashing import check_hash_names, hash_data
 from stream_plugin.format.index import INDEX_BASENAME, write_index
 from stream_plugin.format.shard_file import config_bytes
+from stream_plugin.progress import ProgressBar
 from stream_plugin.storage import ObjectStore, RetryPolicy, call_with_retries, open_store, split_out
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.registry import check_storage_options
 from stream_plugin.units import parse_bytes
+
+logger = logging.getLogger(__name__)
 
 SIZE_LIMIT_MAX = (1 << 32) - 1  # sample offsets are uint32
 
@@ -173,6 +176,7 @@ class ShardWriter:
             raise ConfigError(f"retry: expected an int >= 0 (upload attempts), found {retry!r}")
         self.keep_local = keep_local
         self.progress_bar = progress_bar
+        self._progress = ProgressBar(None, label=f"{self.format} writer", unit="samples", enabled=progress_bar)
         local, remote = split_out(out)
         self._temporary_local = local is None
         self.local = (
@@ -244,12 +248,20 @@ class ShardWriter:
         size = len(data) + self.extra_bytes_per_sample
         limit = self.size_limit
         if limit is not None and self._samples and self._shard_size + size > limit:
+            if len(self._samples) == 1 and not self._pending and not self._entries:
+                logger.warning(
+                    "size_limit=%d bytes holds a single sample of about %d bytes: every sample will be its "
+                    "own shard (slow to write and read); raise size_limit, such as '64mb'",
+                    limit,
+                    self._shard_size - self._shard_overhead,
+                )
             self._flush_shard()
         self._samples.append(data)
         self._shard_size += size
 
     def _flush_shard(self) -> None:
         samples, self._samples = self._samples, []
+        self._progress.advance(len(samples), nbytes=self._shard_size)
         self._shard_size = self._shard_overhead
         shard_id = len(self._pending) + len(self._entries)
         self._total_samples += len(samples)
@@ -258,12 +270,6 @@ class ShardWriter:
         self._pending.append(future)
         while len(self._pending) > self._max_pending:
             self._collect_oldest()
-        if self.progress_bar:
-            print(
-                f"\r{self.format} writer: {self._total_samples} samples, {shard_id + 1} shards",
-                end="",
-                file=sys.stderr,
-            )
 
     def _store_shard(self, shard_id: int, samples: list[bytes]) -> dict[str, Any]:
         entry: dict[str, Any] = {"samples": len(samples)}
@@ -303,8 +309,7 @@ class ShardWriter:
             raise
         self._closed = True
         self._executor.shutdown(wait=True)
-        if self.progress_bar:
-            print(file=sys.stderr)
+        self._progress.close()
         if self.remote is not None and not self.keep_local and self._temporary_local:
             shutil.rmtree(self.local, ignore_errors=True)
 

@@ -1,14 +1,22 @@
-"""``HttpStore``: read-only access to a dataset published under an ``http(s)://`` URL (urllib, no deps)."""
+"""``HttpStore``: read-only access to a dataset published under an ``http(s)://`` URL.
+
+Requests go through one ``urllib3.PoolManager`` per store and process, so downloads reuse open
+connections (keep-alive) instead of opening one per request. urllib3 retries nothing itself (redirects
+aside): ``call_with_retries`` owns retrying, as for every store.
+"""
 
 from __future__ import annotations
 
-import http.client
 import os
-import urllib.error
-import urllib.request
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import quote
+
+import urllib3
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import MaxRetryError
 
 from stream_plugin.errors import StorageError
 from stream_plugin.storage.base import (
@@ -20,6 +28,18 @@ from stream_plugin.storage.base import (
 
 CHUNK_SIZE = 1 << 20
 TRANSIENT_STATUS = frozenset({408, 425, 429})
+# Connections kept open per host: enough for a process's prefetch threads.
+POOL_CONNECTIONS = 16
+# Redirects are followed (a CDN or a release page may answer with one); nothing else is retried here.
+_NO_RETRIES = urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=5, raise_on_status=False)
+
+
+class _Status(Exception):
+    """An HTTP error status, raised inside ``_mapped_errors`` to be mapped to a storage error."""
+
+    def __init__(self, code: int, reason: str | None) -> None:
+        super().__init__(f"HTTP {code} {reason or ''}".rstrip())
+        self.code = code
 
 
 class HttpStore:
@@ -28,6 +48,23 @@ class HttpStore:
     def __init__(self, url: str, *, headers: dict[str, str] | None = None) -> None:
         self.url = url
         self.headers = dict(headers or {})
+        self._pool_lock = threading.Lock()
+        self._pool_and_pid: tuple[urllib3.PoolManager, int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Connections and locks stay in the process that opened them; a copy opens its own.
+        return {"url": self.url, "headers": self.headers}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["url"], headers=state["headers"])  # type: ignore[misc]
+
+    def _pool(self) -> urllib3.PoolManager:
+        """This process's connection pool (a forked child must not share its parent's sockets)."""
+        with self._pool_lock:
+            if self._pool_and_pid is None or self._pool_and_pid[1] != os.getpid():
+                pool = urllib3.PoolManager(maxsize=POOL_CONNECTIONS, retries=_NO_RETRIES)
+                self._pool_and_pid = (pool, os.getpid())
+            return self._pool_and_pid[0]
 
     def __repr__(self) -> str:
         return f"HttpStore({self.url!r})"
@@ -38,11 +75,11 @@ class HttpStore:
 
     @contextmanager
     def _mapped_errors(self, url: str, action: str) -> Iterator[None]:
-        """Turn urllib failures into the storage error classes, naming the URL and what to check."""
+        """Turn urllib3 failures and error statuses into the storage error classes, naming the URL."""
         try:
             yield
-        except urllib.error.HTTPError as error:
-            found = f"HTTP {error.code} {error.reason}"
+        except _Status as error:
+            found = str(error)
             if error.code == 404 or error.code == 410:
                 raise RemoteNotFoundError(
                     f"Expected {url} to exist to {action} it, found {found}; check the path."
@@ -56,27 +93,42 @@ class HttpStore:
                     f"Expected to {action} {url}, found {found}; will retry."
                 ) from error
             raise StorageError(f"Expected to {action} {url}, found {found}; check the URL.") from error
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as error:
-            # URLError wraps refused connections and DNS failures; HTTPException covers IncompleteRead.
+        except (Urllib3Error, ConnectionError, TimeoutError) as error:
+            # Refused connections and DNS failures, timeouts, resets and short bodies (IncompleteRead).
+            cause = error.reason if isinstance(error, MaxRetryError) and error.reason is not None else error
             raise TransientStorageError(
-                f"Expected to {action} {url}, found {type(error).__name__}: {error}; will retry. "
+                f"Expected to {action} {url}, found {type(cause).__name__}: {cause}; will retry. "
                 f"If it persists, check the host and network."
             ) from error
 
-    def _request(self, url: str, method: str = "GET") -> urllib.request.Request:
-        return urllib.request.Request(url, headers=self.headers, method=method)
+    @contextmanager
+    def _response(self, url: str, method: str, timeout: float | None) -> Iterator[Any]:
+        """Send one request; an error status raises ``_Status``. The connection goes back to the pool."""
+        response = self._pool().request(
+            method,
+            url,
+            headers=self.headers,
+            timeout=urllib3.Timeout(connect=timeout, read=timeout),
+            preload_content=False,
+        )
+        try:
+            if response.status >= 400:
+                raise _Status(response.status, response.reason)
+            yield response
+        finally:
+            response.release_conn()
 
     def download(self, key: str, dest: str | os.PathLike[str], *, timeout: float | None = None) -> int:
         """GET the object into ``dest``; a body shorter than ``Content-Length`` is transient."""
         url = self.url_of(key)
         with (
             self._mapped_errors(url, "download"),
-            urllib.request.urlopen(self._request(url), timeout=timeout) as response,
+            self._response(url, "GET", timeout) as response,
             open(dest, "wb") as handle,
         ):
             announced = response.headers.get("Content-Length")
             written = 0
-            while chunk := response.read(CHUNK_SIZE):
+            for chunk in response.stream(CHUNK_SIZE):
                 handle.write(chunk)
                 written += len(chunk)
         if announced is not None and written != int(announced):
@@ -95,10 +147,7 @@ class HttpStore:
     def read_bytes(self, key: str, *, timeout: float | None = None) -> bytes:
         """GET the whole object."""
         url = self.url_of(key)
-        with (
-            self._mapped_errors(url, "read"),
-            urllib.request.urlopen(self._request(url), timeout=timeout) as response,
-        ):
+        with self._mapped_errors(url, "read"), self._response(url, "GET", timeout) as response:
             announced = response.headers.get("Content-Length")
             data: bytes = response.read()
         if announced is not None and len(data) != int(announced):
@@ -107,11 +156,11 @@ class HttpStore:
             )
         return data
 
-    def exists(self, key: str) -> bool:
+    def exists(self, key: str, *, timeout: float | None = 60.0) -> bool:
         """HEAD the object: 404 → False."""
         url = self.url_of(key)
         try:
-            with self._mapped_errors(url, "check"), urllib.request.urlopen(self._request(url, "HEAD")):
+            with self._mapped_errors(url, "check"), self._response(url, "HEAD", timeout):
                 return True
         except RemoteNotFoundError:
             return False

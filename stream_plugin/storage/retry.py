@@ -6,6 +6,7 @@ the same thing for every backend and tests can count requests exactly.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from stream_plugin.storage.base import (
 )
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 # Connection-level builtins are retried too, so a store that lets a raw socket error through
 # still behaves; 404 and 403 subclass FileNotFoundError / PermissionError, not these.
@@ -114,5 +116,15 @@ def call_with_retries(
                 ) from error
             if on_retry is not None:
                 on_retry(attempt, error)
-            sleep(next(delays))
+            delay = next(delays)
+            logger.warning(
+                "%s failed on attempt %d of %d (%s: %s); retrying in %.2fs",
+                describe,
+                attempt,
+                policy.attempts,
+                type(error).__name__,
+                error,
+                delay,
+            )
+            sleep(delay)
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

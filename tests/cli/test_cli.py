@@ -160,11 +160,92 @@ def test_convert_keeps_an_existing_dataset_unless_told(tmp_path: Path) -> None:
     source.write_text('{"a": 2}\n')
     refused = run_cli("convert", str(source), str(out), "--no-progress")
     assert refused.returncode == 2
-    assert "exist_ok" in refused.stderr
+    assert "pass --exist-ok to replace its contents" in refused.stderr
     assert run_cli("convert", str(source), str(out), "--exist-ok", "--no-progress").returncode == 0
     assert open_shard(load_index(out)[0], out).read(0) == {"a": 2}
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "convert"])
-def test_every_command_has_help(command: str) -> None:
-    assert run_cli(command, "--help").returncode == 0
+def test_every_command_has_plain_help_with_an_example(command: str) -> None:
+    result = run_cli(command, "--help")
+    assert result.returncode == 0
+    assert f"examples:\n  stream-plugin {command} " in result.stdout
+    assert "``" not in result.stdout  # no reStructuredText markup
+
+
+def test_version_is_the_package_version_from_the_script_and_python_m() -> None:
+    from stream_plugin._version import __version__
+
+    assert run_cli("--version").stdout.strip() == f"stream-plugin {__version__}"
+    module = subprocess.run(
+        [sys.executable, "-m", "stream_plugin", "--version"], capture_output=True, text=True, check=True
+    )
+    assert module.stdout.strip() == f"stream-plugin {__version__}"
+
+
+def test_inspect_json_reports_every_stream_as_json() -> None:
+    result = run_cli("inspect", str(FIXTURES_DIR / "mds-zstd"), "--json", "--shards")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["samples"] == 300
+    [stream] = report["streams"]
+    assert stream["shards"] == 3
+    assert stream["columns"] == {"label": "int", "text": "str", "tokens": "ndarray:int32"}
+    assert stream["compression"] == ["zstd"]
+    assert sum(shard["samples"] for shard in stream["shard_list"]) == 300
+
+
+def test_inspect_into_a_closed_pipe_exits_quietly() -> None:
+    # `true` exits without reading, so inspect's output meets a closed pipe (as with `| head`).
+    script = f"{SCRIPT} inspect --shards {FIXTURES_DIR} | true; echo ${{PIPESTATUS[0]}}"
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.stderr == ""
+    assert result.stdout.strip() == "141"  # 128 + SIGPIPE, as a command killed by the closed pipe
+
+
+def test_a_size_limit_of_one_sample_per_shard_warns_with_the_flag_name(tmp_path: Path) -> None:
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps({"text": "x" * 100}) + "\n" for _ in range(5)))
+    result = run_cli("convert", str(source), str(tmp_path / "out"), "--size-limit", "64", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert "stream-plugin: warning: --size-limit 64 bytes holds a single sample of about" in result.stderr
+    assert len(load_index(tmp_path / "out")) == 5
+    sensible = run_cli("convert", str(source), str(tmp_path / "out2"), "--no-progress")
+    assert "warning" not in sensible.stderr
+
+
+def test_convert_with_stderr_piped_prints_one_summary_line(tmp_path: Path) -> None:
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(f'{{"text": "row {i}", "label": {i}}}\n' for i in range(200_000)))
+    result = run_cli("convert", str(source), str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert len(result.stderr) < 4096
+    assert result.stderr.splitlines()[-1].startswith("convert: 200,000 rows in ")
+    assert "rows/s" in result.stderr
+
+
+def test_verify_with_stderr_piped_ends_with_a_summary_of_shards_and_bytes() -> None:
+    result = run_cli("verify", str(FIXTURES_DIR / "mds-zstd"))
+    assert result.returncode == 0, result.stderr
+    [summary] = result.stderr.splitlines()
+    assert summary.startswith("verify: 3 shards, ")
+    assert "shards/s" in summary
+
+
+def test_convert_of_parquet_without_pyarrow_names_the_extra(tmp_path: Path) -> None:
+    source = tmp_path / "rows.parquet"
+    source.write_bytes(b"PAR1")
+    hide_pyarrow = (
+        "import sys\n"
+        "class Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pyarrow':\n"
+        "            raise ImportError('No module named pyarrow')\n"
+        "sys.meta_path.insert(0, Hide())\n"
+        "from stream_plugin.cli import main\n"
+        f"sys.exit(main(['convert', {str(source)!r}, {str(tmp_path / 'out')!r}]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", hide_pyarrow], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "reading Parquet needs pyarrow" in result.stderr
+    assert "pip install 'stream-plugin[parquet]'" in result.stderr

@@ -12,8 +12,11 @@ import pytest
         "import stream_plugin.cli",
     ],
 )
-def test_writers_and_the_cli_import_without_torch(statement: str) -> None:
-    check = f"import sys; {statement}; assert 'torch' not in sys.modules, 'torch was imported'"
+def test_writers_and_the_cli_import_without_torch_or_tqdm(statement: str) -> None:
+    check = (
+        f"import sys; {statement}; assert 'torch' not in sys.modules, 'torch was imported'; "
+        "assert 'tqdm' not in sys.modules, 'tqdm was imported'"
+    )
     subprocess.run([sys.executable, "-c", check], check=True)
 
 

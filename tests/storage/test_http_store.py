@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
+import pickle
 import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,7 +73,7 @@ def test_refused_connection_is_transient() -> None:
     store = HttpStore(f"http://127.0.0.1:{port}")
     with pytest.raises(
         TransientStorageError,
-        match=rf"http://127\.0\.0\.1:{port}/k, found URLError.*check the host and network",
+        match=rf"http://127\.0\.0\.1:{port}/k, found NewConnectionError.*Connection refused.*check the host and network",
     ):
         store.read_bytes("k", timeout=TIMEOUT)
 
@@ -102,3 +107,53 @@ def test_truncated_http_body_is_detected(
             store.download("data/shard 0.bin", tmp_path / "out", timeout=TIMEOUT)
         with pytest.raises(TransientStorageError):
             store.read_bytes("data/shard 0.bin", timeout=TIMEOUT)
+
+
+class _KeepAliveHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files over HTTP/1.1 keep-alive and records the client port of every request."""
+
+    protocol_version = "HTTP/1.1"
+    client_ports: list[int]
+
+    def log_message(self, format: str, *args: object) -> None:
+        self.client_ports.append(self.client_address[1])
+
+
+@pytest.fixture
+def keep_alive_site(tmp_path: Path) -> Iterator[tuple[str, list[int]]]:
+    """``(base URL, client ports)`` of a loopback HTTP/1.1 server that keeps connections open."""
+    (tmp_path / "shard.bin").write_bytes(PAYLOAD)
+    ports: list[int] = []
+    handler = type("Handler", (_KeepAliveHandler,), {"client_ports": ports})
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(tmp_path))
+    )
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", ports
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_downloads_reuse_one_connection(keep_alive_site: tuple[str, list[int]], tmp_path: Path) -> None:
+    url, client_ports = keep_alive_site
+    store = HttpStore(url)
+    for attempt in range(5):
+        assert store.download("shard.bin", tmp_path / f"out{attempt}", timeout=5) == len(PAYLOAD)
+    assert store.read_bytes("shard.bin", timeout=5) == PAYLOAD
+    assert store.exists("shard.bin")
+    assert len(client_ports) == 7
+    assert len(set(client_ports)) == 1  # every request came over the same TCP connection
+
+
+def test_a_pickled_store_opens_its_own_connections(keep_alive_site: tuple[str, list[int]]) -> None:
+    url, _ = keep_alive_site
+    store = HttpStore(url, headers={"X-Token": "t"})
+    assert store.read_bytes("shard.bin", timeout=5) == PAYLOAD
+    copy = pickle.loads(pickle.dumps(store))
+    assert (copy.url, copy.headers) == (url, {"X-Token": "t"})
+    assert copy.read_bytes("shard.bin", timeout=5) == PAYLOAD

@@ -152,6 +152,19 @@ def test_clients_are_cached_per_timeout_with_botocore_retries_off(s3_store: S3St
     assert quick.meta.config.retries["total_max_attempts"] == 1
 
 
+def test_aws_retry_environment_variables_do_not_add_attempts(
+    s3_bucket: S3Bucket, proxy: FaultProxy, proxied_store: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the README says: download_retry alone decides how often we try; botocore's env settings do not.
+    monkeypatch.setenv("AWS_RETRY_MODE", "standard")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "5")
+    s3_bucket.put("root/k", b"v")
+    proxy.set_rules(FaultRule("http_503", limit=3))
+    with pytest.raises(TransientStorageError):
+        proxied_store.download("k", tmp_path / "out", timeout=5)
+    assert proxy.injected["http_503"] == 1
+
+
 def test_endpoint_comes_from_s3_endpoint_url_env_var(
     s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

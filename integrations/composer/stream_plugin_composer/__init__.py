@@ -8,6 +8,13 @@
 - ``run_is_complete`` / ``set_aside_unfinished_checkpoints``: make "rerun the same command" autoresume.
 """
 
+# The hint comes first, so a missing extra is named before a submodule fails on it.
+# ruff: noqa: E402
+from stream_plugin import __version__
+from stream_plugin.extras import require_extra
+
+require_extra("composer", extra="composer", needed_by="stream_plugin_composer")
+
 from stream_plugin_composer.autoresume import run_is_complete, set_aside_unfinished_checkpoints
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_dataspec
@@ -17,6 +24,7 @@ from stream_plugin_composer.resumption import ExactDataResumption
 from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 __all__ = [
+    "__version__",
     "ExactDataResumption",
     "ExactEvaluation",
     "PreemptionCheckpoint",

@@ -11,6 +11,13 @@ trainer.fit(model, datamodule=data, ckpt_path=latest_checkpoint("ckpt"))
 ```
 """
 
+# The hint comes first, so a missing extra is named before a submodule fails on it.
+# ruff: noqa: E402
+from stream_plugin import __version__
+from stream_plugin.extras import require_extra
+
+require_extra("lightning", extra="lightning", needed_by="stream_plugin_lightning")
+
 from stream_plugin_lightning.checkpoints import (
     is_complete_checkpoint,
     latest_checkpoint,
@@ -21,6 +28,7 @@ from stream_plugin_lightning.preemption import Preempted, PreemptionCheckpoint
 from stream_plugin_lightning.specs import DatasetSpec, StreamSpec
 
 __all__ = [
+    "__version__",
     "DatasetSpec",
     "Preempted",
     "PreemptionCheckpoint",

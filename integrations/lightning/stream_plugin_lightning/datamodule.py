@@ -13,6 +13,8 @@ and is checked against the loader at the first batch of every training epoch.
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -34,29 +36,74 @@ _SPLITS_FOR_STAGE: dict[str, tuple[Split, ...]] = {
     "test": ("test",),
     "predict": ("predict",),
 }
+# Lightning warns that an IterableDataset's __len__ may count samples twice over workers; ours is the
+# exact number of batches every rank yields (workers split the batches, see the README's contract).
+_LEN_WARNING = "Your `IterableDataset` has `__len__` defined"
+
+
+def _no_loader_hook(base_hook: Callable[..., Any]) -> Callable[[], list[Any]]:
+    """The loader hook of a split that has no data: returns [], and wraps (so "is") the base hook."""
+
+    @functools.wraps(base_hook)
+    def no_loader() -> list[Any]:
+        return []
+
+    return no_loader
+
+
+class _EvalLoaderHook:
+    """``val_dataloader`` and co.: the split's loader, or, while the split has no data, a hook that
+    Lightning reads as not overridden, so it skips the stage without warning "Total length ... is
+    zero" (which an overridden hook returning [] causes). Lightning unwraps ``__wrapped__`` to tell."""
+
+    def __init__(self, split: Split) -> None:
+        self.split = split
+
+    def __get__(self, instance: StreamingDataModule | None, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        if instance.specs[self.split] is None:
+            return _no_loader_hook(getattr(pl.LightningDataModule, f"{self.split}_dataloader"))
+        return functools.partial(instance._eval_loader, self.split)
+
+
+def _skip_lightnings_length_warning() -> None:
+    """Ignore Lightning's generic ``IterableDataset`` length warning, which does not apply to our loaders."""
+    warnings.filterwarnings("ignore", message=_LEN_WARNING, category=UserWarning)
 
 
 class StreamingDataModule(pl.LightningDataModule):
     """Streaming datasets for train / val / test / predict with exact, elastic resumption of training.
 
     Args:
-        train, val, test, predict: each split's data; a split left out has no loader. (A plain dict of
-            ``DatasetSpec`` fields is accepted too; the annotation stays ``DatasetSpec`` so that LightningCLI
-            checks a YAML file against the fields and their choices.)
-        batch_size: samples per loader batch on each device. May be left out when ``global_batch_size``
-            is given; it is then ``global_batch_size / data-parallel ranks``.
+        train: the training data (a DatasetSpec, or a plain dict of its fields); required for fit.
+        val: the validation data; left out, fit runs no validation.
+        test: the data trainer.test reads; left out, there is no test loader.
+        predict: the data trainer.predict reads; left out, there is no predict loader.
+        batch_size: samples per loader batch on each device. May be left out when global_batch_size
+            is given; it is then global_batch_size / data-parallel ranks.
         global_batch_size: samples per loader batch over all data-parallel ranks. When set, it is
-            checked against ``batch_size`` x ranks. Keep it fixed to resume on a different number of
+            checked against batch_size x ranks. Keep it fixed to resume on a different number of
             processes.
         eval_batch_size: per-device batch size for val / test / predict (default: the training one).
         drop_last: drop the partial last global batch of every training epoch on every rank. Evaluation
             loaders never drop: they yield every sample once, and on several ranks the last batch of a
-            rank may end with one repeat; ``trainer.val_dataloaders.real_samples(batch_idx)`` says how
+            rank may end with one repeat; trainer.val_dataloaders.real_samples(batch_idx) says how
             many samples of a batch to count (README, "Exact evaluation").
-        num_workers, pin_memory, persistent_workers, prefetch_factor, timeout, multiprocessing_context,
-            collate_fn, worker_init_fn: passed to every ``StreamingDataLoader``. Workers ignore SIGTERM and
-            SIGUSR1 (see ``loaders.WorkerInit``) so that a signal to the whole process group reaches only
-            the processes that act on it.
+        num_workers: DataLoader worker processes per rank (0: load in the training process).
+        pin_memory: copy batches into pinned memory, for faster transfers to a GPU.
+        persistent_workers: keep the workers alive between epochs (needs num_workers > 0).
+        prefetch_factor: batches each worker loads ahead (PyTorch's default when left out).
+        timeout: seconds to wait for a batch from a worker (0: no limit).
+        multiprocessing_context: how workers start: fork, spawn or forkserver (PyTorch's default).
+        collate_fn: turns a list of samples into a batch (default: PyTorch's, without the warning
+            about read-only arrays).
+        worker_init_fn: called in each worker with its id. Workers ignore SIGTERM and SIGUSR1 (see
+            loaders.WorkerInit) so that a signal to the whole process group reaches only the
+            processes that act on it.
+
+    A plain dict of DatasetSpec fields is accepted for each split; the annotation stays
+    DatasetSpec so that LightningCLI checks a YAML file against the fields and their choices.
     """
 
     def __init__(
@@ -191,6 +238,7 @@ class StreamingDataModule(pl.LightningDataModule):
         return {"batch_size": self._device_batch_size(split), "drop_last": drop_last, **self.loader_options}
 
     def train_dataloader(self) -> TrainLoader:
+        _skip_lightnings_length_warning()
         dataset = self._dataset("train")
         return TrainLoader(
             dataset,
@@ -203,16 +251,12 @@ class StreamingDataModule(pl.LightningDataModule):
     def _eval_loader(self, split: Split) -> EvalLoader | list[Any]:
         if self.specs[split] is None:
             return []  # Lightning skips a stage whose loader list is empty
+        _skip_lightnings_length_warning()
         return EvalLoader(self._dataset(split), **self._loader_kwargs(split))
 
-    def val_dataloader(self) -> EvalLoader | list[Any]:
-        return self._eval_loader("val")
-
-    def test_dataloader(self) -> EvalLoader | list[Any]:
-        return self._eval_loader("test")
-
-    def predict_dataloader(self) -> EvalLoader | list[Any]:
-        return self._eval_loader("predict")
+    val_dataloader = _EvalLoaderHook("val")
+    test_dataloader = _EvalLoaderHook("test")
+    predict_dataloader = _EvalLoaderHook("predict")
 
     # ------------------------------------------------------------------ state
     def _trainer_or_none(self) -> pl.Trainer | None:
