@@ -29,7 +29,7 @@ _ensure_venv() {
 
 ensure_main_venv() {
     _ensure_venv .venv "the main environment (torch 2.13.0 CPU, Lightning 2.6)" "" \
-        "$MAIN_TORCH" -e ".[formats,lightning,dev]"
+        "$MAIN_TORCH" -e ".[formats,lightning,spark,hf,dev]"
 }
 
 # The peers environment for benchmarks only (never CI): MosaicML Streaming and litdata need a working

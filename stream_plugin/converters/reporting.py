@@ -1,0 +1,78 @@
+"""How conversions show progress: the project's progress bar while they run, one summary line at the end.
+
+Every converter goes through this module, so the display changes in one place. While running:
+samples written, a rate, an ETA when the total is known, and bytes stored. At the end: parts,
+samples, bytes, seconds and samples per second, logged and (when shown) printed to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass
+
+from stream_plugin.progress import ProgressBar
+
+logger = logging.getLogger("stream_plugin.converters")
+
+
+def human_bytes(size: float) -> str:
+    """``1536`` -> ``'1.5 KiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+class ConversionProgress:
+    """A live display of samples written (out of ``total`` when known), rate, ETA and bytes stored."""
+
+    def __init__(self, total: int | None, *, label: str, enabled: bool) -> None:
+        self._label = label
+        self._total = total
+        self._bar = ProgressBar(total or 0, label=label, enabled=enabled)
+        self._started = time.monotonic()
+        self.samples = 0
+        self.stored_bytes = 0
+
+    def advance(self, samples: int, stored_bytes: int = 0) -> None:
+        self.samples += samples
+        self.stored_bytes += stored_bytes
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        rate = self.samples / elapsed
+        eta = ""
+        if self._total and rate > 0:
+            eta = f", ETA {max(self._total - self.samples, 0) / rate:.0f}s"
+        else:
+            self._bar.total = self.samples
+        self._bar.label = f"{self._label} ({human_bytes(self.stored_bytes)} written{eta})"
+        self._bar.advance(samples)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+@dataclass(frozen=True)
+class ConversionSummary:
+    """What a finished conversion did."""
+
+    parts: int
+    samples: int
+    stored_bytes: int
+    seconds: float
+
+    def line(self, caller: str, out: str) -> str:
+        rate = self.samples / max(self.seconds, 1e-9)
+        return (
+            f"{caller}: wrote {self.samples:,} samples ({human_bytes(self.stored_bytes)}) in {self.parts} "
+            f"parts to {out} in {self.seconds:.1f}s ({rate:,.0f} samples/s)"
+        )
+
+    def report(self, caller: str, out: str, *, show: bool) -> None:
+        """Log the summary; also print it to stderr when ``show``."""
+        text = self.line(caller, out)
+        logger.info(text)
+        if show:
+            print(text, file=sys.stderr)
