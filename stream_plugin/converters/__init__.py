@@ -12,6 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from stream_plugin.converters.hf import hf_dataset_to_mds
+    from stream_plugin.converters.parallel import files_to_mds, map_to_mds
     from stream_plugin.converters.spark import dataframe_to_mds, dataframeToMDS
     from stream_plugin.converters.spark_types import is_json_compatible
 
@@ -19,6 +21,9 @@ _IMPORTED_ON_USE = {
     "dataframe_to_mds": ("stream_plugin.converters.spark", "dataframe_to_mds"),
     "dataframeToMDS": ("stream_plugin.converters.spark", "dataframeToMDS"),
     "is_json_compatible": ("stream_plugin.converters.spark_types", "is_json_compatible"),
+    "hf_dataset_to_mds": ("stream_plugin.converters.hf", "hf_dataset_to_mds"),
+    "map_to_mds": ("stream_plugin.converters.parallel", "map_to_mds"),
+    "files_to_mds": ("stream_plugin.converters.parallel", "files_to_mds"),
 }
 
 

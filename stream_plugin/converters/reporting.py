@@ -34,23 +34,31 @@ class ConversionProgress:
         self._total = total
         self._bar = ProgressBar(total or 0, label=label, enabled=enabled)
         self._started = time.monotonic()
+        self._drawn = 0.0
         self.samples = 0
         self.stored_bytes = 0
 
-    def advance(self, samples: int, stored_bytes: int = 0) -> None:
+    def advance(self, samples: int, stored_bytes: int) -> None:
+        """Count ``samples`` more; ``stored_bytes`` is the total stored so far."""
         self.samples += samples
-        self.stored_bytes += stored_bytes
-        elapsed = max(time.monotonic() - self._started, 1e-9)
-        rate = self.samples / elapsed
+        self.stored_bytes = stored_bytes
+        now = time.monotonic()
+        if now - self._drawn >= 0.1:  # at most 10 redraws a second, however fast samples come
+            self._drawn = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        rate = self.samples / max(now - self._started, 1e-9)
         eta = ""
-        if self._total and rate > 0:
-            eta = f", ETA {max(self._total - self.samples, 0) / rate:.0f}s"
+        if self._total:
+            eta = f", ETA {max(self._total - self.samples, 0) / max(rate, 1e-9):.0f}s"
         else:
-            self._bar.total = self.samples
+            self._bar.total = self.samples  # an unknown total: count what is known so far
         self._bar.label = f"{self._label} ({human_bytes(self.stored_bytes)} written{eta})"
-        self._bar.advance(samples)
+        self._bar.advance(self.samples - self._bar.done)
 
     def close(self) -> None:
+        self._draw(time.monotonic())
         self._bar.close()
 
 
