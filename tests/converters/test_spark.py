@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from readback import read_all
 from spark_rig import spark_session
+from spark_udfs import always_fail_partition_one, fail_first_attempt, tokens
 from support.s3_server import S3Server
 
 from stream_plugin.converters import dataframe_to_mds
@@ -31,8 +32,9 @@ def spark(s3_server: S3Server) -> Iterator[Any]:
 
 
 def id_frame(spark: Any, rows: int = ROWS, partitions: int = 3) -> Any:
-    data = [(i, f"text-{i}") for i in range(rows)]
-    return spark.createDataFrame(data, "id long, text string").repartition(partitions, "id").sortWithinPartitions("id")
+    """Rows 0..rows-1 in ``partitions`` contiguous slices (no shuffle)."""
+    data = spark.sparkContext.parallelize([(i, f"text-{i}") for i in range(rows)], partitions)
+    return spark.createDataFrame(data, "id long, text string")
 
 
 EVERY_TYPE = T.StructType(
@@ -150,12 +152,6 @@ def test_bad_arguments_are_refused_before_any_task(spark: Any, tmp_path: Path) -
         dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "full")})
 
 
-def tokens(frame: Any, repeat: int) -> Iterator[dict[str, Any]]:
-    for row_id, text in zip(frame["id"], frame["text"]):
-        for copy in range(repeat):
-            yield {"id": int(row_id), "copy": copy, "tokens": np.frombuffer(text.encode(), np.uint8)}
-
-
 def test_udf_iterable_turns_batches_into_samples(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "udf"
     columns = {"id": "int64", "copy": "int", "tokens": "ndarray:uint8"}
@@ -182,17 +178,6 @@ def test_remote_out_on_s3_uploads_parts_and_merged_index(spark: Any, s3_server: 
     assert sorted(sample["id"] for sample in samples) == list(range(ROWS))
 
 
-def fail_first_attempt(frame: Any) -> Iterator[dict[str, Any]]:
-    """Partition 1's first attempt dies after writing several shards; its retry succeeds."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    for row_id, text in zip(frame["id"], frame["text"]):
-        if context.partitionId() == 1 and context.attemptNumber() == 0 and row_id == frame["id"].iloc[-1]:
-            raise RuntimeError("injected failure on the first attempt")
-        yield {"id": int(row_id), "text": text}
-
-
 def test_retried_task_writes_its_rows_exactly_once(spark: Any, s3_server: S3Server, tmp_path: Path) -> None:
     bucket = s3_server.create_bucket("retry")
     out = (str(tmp_path / "local"), bucket.url("ds"))
@@ -206,15 +191,6 @@ def test_retried_task_writes_its_rows_exactly_once(spark: Any, s3_server: S3Serv
     remote_ids = [sample["id"] for sample in read_all(tmp_path / "cache", remote=bucket.url("ds"))]
     assert sorted(remote_ids) == list(range(ROWS))
     assert sorted(path.name for path in (tmp_path / "local").iterdir()) == ["0", "1", "2", "index.json"]
-
-
-def always_fail_partition_one(frame: Any) -> Iterator[dict[str, Any]]:
-    from pyspark import TaskContext
-
-    if TaskContext.get().partitionId() == 1:
-        raise RuntimeError("partition 1 always fails")
-    for row_id, text in zip(frame["id"], frame["text"]):
-        yield {"id": int(row_id), "text": text}
 
 
 def test_failed_job_leaves_no_top_level_index(spark: Any, s3_server: S3Server, tmp_path: Path) -> None:
