@@ -35,4 +35,11 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-__all__ = sorted(_IMPORTED_ON_USE)
+__all__ = [
+    "dataframeToMDS",
+    "dataframe_to_mds",
+    "files_to_mds",
+    "hf_dataset_to_mds",
+    "is_json_compatible",
+    "map_to_mds",
+]

@@ -32,6 +32,7 @@ from stream_plugin.converters.output import (
 from stream_plugin.converters.reporting import ConversionProgress, ConversionSummary
 from stream_plugin.errors import ConfigError
 from stream_plugin.format.writer import MDSWriter
+from stream_plugin.format.writer_base import ShardWriter
 
 __all__ = ["files_to_mds", "map_to_mds", "part_slices"]
 
@@ -49,7 +50,10 @@ def part_slices(count: int, workers: int) -> list[range]:
 
 
 def _write_part(
-    fn: SampleFn, inputs: Sequence[Any], writer_options: dict[str, Any], on_sample: Callable[[MDSWriter], None]
+    fn: SampleFn,
+    inputs: Sequence[Any],
+    writer_options: dict[str, Any],
+    on_sample: Callable[[ShardWriter], None],
 ) -> int:
     samples = 0
     with MDSWriter(**writer_options) as writer:
@@ -61,7 +65,7 @@ def _write_part(
     return samples
 
 
-def _no_progress(writer: MDSWriter) -> None:
+def _no_progress(writer: ShardWriter) -> None:
     return None
 
 
@@ -112,7 +116,9 @@ def map_to_mds(
     if workers == 1:
         display = ConversionProgress(None, label="convert", enabled=progress)
         writer_options_one = {**options, "out": out}
-        samples = _write_part(fn, items, writer_options_one, lambda writer: display.advance(1, writer.stored_bytes))
+        samples = _write_part(
+            fn, items, writer_options_one, lambda writer: display.advance(1, writer.stored_bytes)
+        )
         display.close()
         summary = ConversionSummary(1, samples, display.stored_bytes, time.monotonic() - started)
     else:
@@ -176,5 +182,11 @@ def files_to_mds(
     resolved = file_columns(paths[0], columns)
     fn = partial(file_samples, columns=resolved)
     return map_to_mds(
-        fn, [str(path) for path in paths], out, columns=resolved, workers=workers, progress=progress, **writer_options
+        fn,
+        [str(path) for path in paths],
+        out,
+        columns=resolved,
+        workers=workers,
+        progress=progress,
+        **writer_options,
     )

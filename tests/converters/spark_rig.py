@@ -41,7 +41,9 @@ def spark_session(s3_server: S3Server) -> Iterator[Any]:
         patch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
         # Functions defined in test modules travel by reference: workers import them from here.
         here = Path(__file__).resolve().parent
-        patch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")]))
+        patch.setenv(
+            "PYTHONPATH", os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")])
+        )
         os.environ.pop("SPARK_HOME", None)
         session = (
             SparkSession.builder.master("local[2,2]")

@@ -122,7 +122,9 @@ def test_load_dataset_from_local_files_converts(tmp_path: Path, kind: str) -> No
 
 
 def test_user_columns_override_the_inferred_ones(tmp_path: Path) -> None:
-    hf_dataset_to_mds(every_feature(), str(tmp_path / "out"), columns={"text": "str", "i64": "int"}, progress=False)
+    hf_dataset_to_mds(
+        every_feature(), str(tmp_path / "out"), columns={"text": "str", "i64": "int"}, progress=False
+    )
     assert read_all(tmp_path / "out")[2] == {"text": "text 2", "i64": 2 * 10**12}
     with pytest.raises(ConfigError, match=r"columns names \['nope'\], expected columns of the dataset"):
         hf_dataset_to_mds(every_feature(), str(tmp_path / "bad"), columns={"nope": "str"}, progress=False)
@@ -135,7 +137,9 @@ def test_unsupported_feature_and_dataset_dict_are_refused(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match=r"column 'when': expected a feature with an MDS encoding.*date32"):
         hf_dataset_to_mds(dated, str(tmp_path / "a"), progress=False)
     splits = datasets.DatasetDict({"train": every_feature(1), "test": every_feature(1)})
-    with pytest.raises(ConfigError, match=r"found a DatasetDict with splits \['test', 'train'\]; pass dataset\['train'\]"):
+    with pytest.raises(
+        ConfigError, match=r"found a DatasetDict with splits \['test', 'train'\]; pass dataset\['train'\]"
+    ):
         hf_dataset_to_mds(splits, str(tmp_path / "b"), progress=False)
     with pytest.raises(ConfigError, match=r"expected a folder written by Dataset.save_to_disk"):
         hf_dataset_to_mds(tmp_path, str(tmp_path / "c"), progress=False)

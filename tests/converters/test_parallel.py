@@ -42,29 +42,41 @@ def test_sample_order_is_the_same_for_any_number_of_workers(tmp_path: Path) -> N
         orders.append(read_all(out))
     assert orders[0] == expected(inputs)
     assert orders[1] == orders[0] and orders[2] == orders[0]
-    assert json.loads((tmp_path / "n2" / "index.json").read_text())["shards"][0]["raw_data"]["basename"].startswith("0/")
+    assert json.loads((tmp_path / "n2" / "index.json").read_text())["shards"][0]["raw_data"][
+        "basename"
+    ].startswith("0/")
 
 
 def test_a_failed_part_leaves_no_top_level_index(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="input 7 is broken"):
-        map_to_mds(fails_on_seven, range(12), str(tmp_path / "out"), columns=COLUMNS, workers=2, progress=False)
+        map_to_mds(
+            fails_on_seven, range(12), str(tmp_path / "out"), columns=COLUMNS, workers=2, progress=False
+        )
     assert not (tmp_path / "out" / "index.json").exists()
 
 
 def test_unpicklable_fn_is_refused_with_a_fix(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"define fn at module level \(not a lambda or closure\), or pass workers=1"):
-        map_to_mds(lambda item: [], range(3), str(tmp_path / "out"), columns=COLUMNS, workers=2, progress=False)
+    with pytest.raises(
+        ConfigError, match=r"define fn at module level \(not a lambda or closure\), or pass workers=1"
+    ):
+        map_to_mds(
+            lambda item: [], range(3), str(tmp_path / "out"), columns=COLUMNS, workers=2, progress=False
+        )
     with pytest.raises(ConfigError, match=r"workers: expected an int >= 1, found 0"):
         map_to_mds(samples_of, range(3), str(tmp_path / "out"), columns=COLUMNS, workers=0)
 
 
 def write_jsonl(path: Path, start: int, count: int) -> Path:
-    path.write_text("".join(json.dumps({"id": i, "word": f"w{i}"}) + "\n" for i in range(start, start + count)))
+    path.write_text(
+        "".join(json.dumps({"id": i, "word": f"w{i}"}) + "\n" for i in range(start, start + count))
+    )
     return path
 
 
 def test_files_convert_in_the_order_given(tmp_path: Path) -> None:
-    files = [write_jsonl(tmp_path / f"{name}.jsonl", start, 10) for name, start in (("b", 0), ("a", 10), ("c", 20))]
+    files = [
+        write_jsonl(tmp_path / f"{name}.jsonl", start, 10) for name, start in (("b", 0), ("a", 10), ("c", 20))
+    ]
     files_to_mds(files, str(tmp_path / "out"), workers=2, progress=False)
     assert [sample["id"] for sample in read_all(tmp_path / "out")] == list(range(30))
 

@@ -102,7 +102,12 @@ def test_inferred_columns_cover_every_supported_type(spark: Any, tmp_path: Path)
     for i, sample in enumerate(samples):
         expected = every_type_row(i)
         assert [sample[name] for name in ("byte", "short", "int", "long", "string", "binary")] == [
-            expected[0], expected[1], expected[2], expected[3], expected[7], expected[8]
+            expected[0],
+            expected[1],
+            expected[2],
+            expected[3],
+            expected[7],
+            expected[8],
         ]
         assert sample["float"] == pytest.approx(i / 2) and sample["double"] == i / 3
         assert sample["decimal"] == Decimal(f"{i}.125")
@@ -113,7 +118,9 @@ def test_inferred_columns_cover_every_supported_type(spark: Any, tmp_path: Path)
 
 def test_refused_type_names_the_column(spark: Any, tmp_path: Path) -> None:
     frame = spark.createDataFrame([(1, True)], "id int, flag boolean")
-    with pytest.raises(ConfigError, match=r"column 'flag': expected a Spark type with an MDS encoding.*found boolean"):
+    with pytest.raises(
+        ConfigError, match=r"column 'flag': expected a Spark type with an MDS encoding.*found boolean"
+    ):
         dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "refused")})
     assert not (tmp_path / "refused").exists()
 
@@ -127,7 +134,9 @@ def test_explicit_columns_write_only_those_columns(spark: Any, tmp_path: Path) -
 
 def test_explicit_columns_must_match_the_schema(spark: Any, tmp_path: Path) -> None:
     frame = id_frame(spark, rows=2)
-    with pytest.raises(ConfigError, match=r"column 'id': mds_kwargs\['columns'\] says 'int32' but .* maps to 'int64'"):
+    with pytest.raises(
+        ConfigError, match=r"column 'id': mds_kwargs\['columns'\] says 'int32' but .* maps to 'int64'"
+    ):
         dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "a"), "columns": {"id": "int32"}})
     with pytest.raises(ConfigError, match=r"names 'nope', expected one of the DataFrame's columns"):
         dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "b"), "columns": {"nope": "str"}})
@@ -156,14 +165,19 @@ def test_udf_iterable_turns_batches_into_samples(spark: Any, tmp_path: Path) -> 
     out = tmp_path / "udf"
     columns = {"id": "int64", "copy": "int", "tokens": "ndarray:uint8"}
     dataframe_to_mds(
-        id_frame(spark), mds_kwargs={"out": str(out), "columns": columns}, udf_iterable=tokens, udf_kwargs={"repeat": 2}
+        id_frame(spark),
+        mds_kwargs={"out": str(out), "columns": columns},
+        udf_iterable=tokens,
+        udf_kwargs={"repeat": 2},
     )
     samples = read_all(out)
     assert sorted((s["id"], s["copy"]) for s in samples) == [(i, c) for i in range(ROWS) for c in range(2)]
     assert all(bytes(s["tokens"]) == f"text-{s['id']}".encode() for s in samples)
 
 
-def test_remote_out_on_s3_uploads_parts_and_merged_index(spark: Any, s3_server: S3Server, tmp_path: Path) -> None:
+def test_remote_out_on_s3_uploads_parts_and_merged_index(
+    spark: Any, s3_server: S3Server, tmp_path: Path
+) -> None:
     bucket = s3_server.create_bucket("spark")
     local, remote = dataframe_to_mds(
         id_frame(spark),
