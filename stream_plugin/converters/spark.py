@@ -122,6 +122,7 @@ def dataframe_to_mds(
     when omitted; required with ``udf_iterable``), ``compression``, ``hashes``, ``size_limit``,
     ``keep_local``, ``exist_ok``. ``udf_iterable(pandas_frame, **udf_kwargs)`` turns each batch of a
     partition into samples. With ``merge_index`` the sub-datasets get one top-level ``index.json``.
+    Spark shows its stage progress; a summary line follows on stderr unless ``progress_bar`` is False.
     """
     _require_pyspark()
     if dataframe is None or dataframe.isEmpty():
@@ -160,7 +161,7 @@ def dataframe_to_mds(
         stored_bytes=sum(row["stored_bytes"] for row in rows),
         seconds=time.monotonic() - started,
     )
-    summary.report(_CALLER, output.remote or output.local, show=bool(mds_kwargs.get("progress_bar")))
+    summary.report(_CALLER, output.remote or output.local, show=bool(mds_kwargs.get("progress_bar", True)))
     return output.mds_path
 
 

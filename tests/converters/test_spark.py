@@ -176,7 +176,7 @@ def test_udf_iterable_turns_batches_into_samples(spark: Any, tmp_path: Path) -> 
 
 
 def test_remote_out_on_s3_uploads_parts_and_merged_index(
-    spark: Any, s3_server: S3Server, tmp_path: Path
+    spark: Any, s3_server: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bucket = s3_server.create_bucket("spark")
     local, remote = dataframe_to_mds(
@@ -190,6 +190,7 @@ def test_remote_out_on_s3_uploads_parts_and_merged_index(
     assert all(shard["raw_data"]["basename"].split("/")[0] in {"0", "1", "2"} for shard in shards)
     samples = read_all(tmp_path / "cache", remote=bucket.url("ds"))
     assert sorted(sample["id"] for sample in samples) == list(range(ROWS))
+    assert f"dataframe_to_mds: wrote {ROWS} samples" in capsys.readouterr().err  # the closing summary
 
 
 def test_retried_task_writes_its_rows_exactly_once(spark: Any, s3_server: S3Server, tmp_path: Path) -> None:
