@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=command_verify)
 
     convert = commands.add_parser(
-        "convert", help="convert JSON lines / CSV / TSV / Parquet files or a saved Hugging Face dataset into MDS"
+        "convert",
+        help="convert JSON lines / CSV / TSV / Parquet files or a saved Hugging Face dataset into MDS",
     )
     convert.add_argument(
         "inputs",
