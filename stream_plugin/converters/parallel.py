@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from queue import Empty
+from typing import Any
 
 from stream_plugin.converters.output import (
     PartedOutput,
@@ -36,8 +37,8 @@ from stream_plugin.format.writer_base import ShardWriter
 
 __all__ = ["files_to_mds", "map_to_mds", "part_slices"]
 
-Input = TypeVar("Input")
 SampleFn = Callable[[Any], Iterable[Mapping[str, Any]]]
+Progress = tuple[str, int, int, int]  # (part, new samples, the part's stored bytes so far, new inputs done)
 PARTS_PER_WORKER = 4  # more parts than workers, so one slow part does not leave the others idle
 
 
@@ -49,11 +50,38 @@ def part_slices(count: int, workers: int) -> list[range]:
     return [range(start, stop) for start, stop in zip(bounds, bounds[1:])]
 
 
+class PartCounter:
+    """Counts one part's samples and finished inputs; hands them on at most 5 times a second."""
+
+    def __init__(self, part: str, send: Callable[[Progress], None]) -> None:
+        self.part = part
+        self._send = send
+        self._samples = 0
+        self._inputs = 0
+        self._sent = 0.0
+
+    def sample(self, writer: ShardWriter) -> None:
+        self._samples += 1
+        if self._samples & 255 == 0:
+            self._maybe_send(writer)
+
+    def input_done(self, writer: ShardWriter) -> None:
+        self._inputs += 1
+        self._maybe_send(writer)
+
+    def flush(self, writer: ShardWriter) -> None:
+        self._maybe_send(writer, force=True)
+
+    def _maybe_send(self, writer: ShardWriter, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._sent >= 0.2:
+            self._sent = now
+            self._send((self.part, self._samples, writer.stored_bytes, self._inputs))
+            self._samples = self._inputs = 0
+
+
 def _write_part(
-    fn: SampleFn,
-    inputs: Sequence[Any],
-    writer_options: dict[str, Any],
-    on_sample: Callable[[ShardWriter], None],
+    fn: SampleFn, inputs: Sequence[Any], writer_options: dict[str, Any], counter: PartCounter
 ) -> int:
     samples = 0
     with MDSWriter(**writer_options) as writer:
@@ -61,19 +89,26 @@ def _write_part(
             for sample in fn(item):
                 writer.write(sample)
                 samples += 1
-                on_sample(writer)
+                counter.sample(writer)
+            counter.input_done(writer)
+        counter.flush(writer)
     return samples
 
 
-def _no_progress(writer: ShardWriter) -> None:
-    return None
+_progress_queue: Any = None  # set in each worker process by _start_worker
+
+
+def _start_worker(queue: Any) -> None:
+    global _progress_queue
+    _progress_queue = queue
 
 
 def _run_part(
     fn: SampleFn, inputs: Sequence[Any], writer_options: dict[str, Any], output: PartedOutput, part: str
 ) -> tuple[int, int]:
     """In a worker process: write one part; returns (samples, stored bytes)."""
-    samples = _write_part(fn, inputs, {**writer_options, "out": output.part_out(part)}, _no_progress)
+    counter = PartCounter(part, _progress_queue.put)
+    samples = _write_part(fn, inputs, {**writer_options, "out": output.part_out(part)}, counter)
     return samples, part_stored_bytes(output, part)
 
 
@@ -114,11 +149,12 @@ def map_to_mds(
     check_writer_options({**options, "out": out}, caller="map_to_mds")
     started = time.monotonic()
     if workers == 1:
-        display = ConversionProgress(None, label="convert", enabled=progress)
-        writer_options_one = {**options, "out": out}
-        samples = _write_part(
-            fn, items, writer_options_one, lambda writer: display.advance(1, writer.stored_bytes)
-        )
+        display = ConversionProgress(None, label="convert", enabled=progress, inputs=len(items))
+
+        def show(update: Progress) -> None:
+            display.advance(update[1], update[2], update[3])
+
+        samples = _write_part(fn, items, {**options, "out": out}, PartCounter("0", show))
         display.close()
         summary = ConversionSummary(1, samples, display.stored_bytes, time.monotonic() - started)
     else:
@@ -142,27 +178,56 @@ def _map_in_processes(
     options["keep_local"] = True  # the merge reads every part's index locally
     slices = part_slices(len(items), workers)
     names = [str(part) for part in range(len(slices))]
-    display = ConversionProgress(None, label=f"convert ({workers} workers)", enabled=progress)
+    display = ConversionProgress(
+        None, label=f"convert ({workers} workers)", enabled=progress, inputs=len(items)
+    )
+    part_bytes = dict.fromkeys(names, 0)
+    finished: dict[str, tuple[int, int]] = {}  # part -> (samples, stored bytes), from the worker's result
+
+    def show(update: Progress) -> None:
+        part, samples, stored, inputs_done = update
+        if part not in finished:  # a late count must not undo the part's final size
+            part_bytes[part] = stored
+        display.advance(samples, sum(part_bytes.values()), inputs_done)
+
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [
-            pool.submit(_run_part, fn, [items[i] for i in span], options, output, name)
+    queue = context.Queue()
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(queue,)
+    ) as pool:
+        futures = {
+            pool.submit(_run_part, fn, [items[i] for i in span], options, output, name): name
             for span, name in zip(slices, names)
-        ]
+        }
         pending = set(futures)
         while pending:
-            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            # Wake for each finished part, or every 0.2 s to redraw from the workers' counts.
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            _drain(queue, show)
             for future in done:
-                if future.exception() is not None:
+                error = future.exception()
+                if error is not None:
                     for other in pending:
                         other.cancel()
-                    raise future.exception()  # type: ignore[misc]
-                samples, stored = future.result()
-                display.advance(samples, display.stored_bytes + stored)
+                    raise error
+                finished[futures[future]] = future.result()
+                part_bytes[futures[future]] = finished[futures[future]][1]
+    _drain(queue, show)
     display.close()
     merge_parts(output, names, keep_local=keep_local)
     drop_local_copy(output, keep_local=keep_local)
-    return ConversionSummary(len(names), display.samples, display.stored_bytes, time.monotonic() - started)
+    samples = sum(count for count, _ in finished.values())
+    stored = sum(size for _, size in finished.values())
+    return ConversionSummary(len(names), samples, stored, time.monotonic() - started)
+
+
+def _drain(queue: Any, show: Callable[[Progress], None]) -> None:
+    while True:
+        try:
+            update = queue.get_nowait()
+        except Empty:
+            return
+        show(update)
 
 
 def files_to_mds(

@@ -27,32 +27,45 @@ def human_bytes(size: float) -> str:
 
 
 class ConversionProgress:
-    """A live display of samples written (out of ``total`` when known), rate, ETA and bytes stored."""
+    """A live display of samples written, rate, ETA and bytes stored.
 
-    def __init__(self, total: int | None, *, label: str, enabled: bool) -> None:
+    The ETA comes from ``total`` samples when known, else from ``inputs`` (files, items) when known:
+    the time per input so far, times the inputs left.
+    """
+
+    def __init__(self, total: int | None, *, label: str, enabled: bool, inputs: int | None = None) -> None:
         self._label = label
         self._total = total
+        self._inputs = inputs
         self._bar = ProgressBar(total or 0, label=label, enabled=enabled)
         self._started = time.monotonic()
         self._drawn = 0.0
         self.samples = 0
         self.stored_bytes = 0
+        self.inputs_done = 0
 
-    def advance(self, samples: int, stored_bytes: int) -> None:
-        """Count ``samples`` more; ``stored_bytes`` is the total stored so far."""
+    def advance(self, samples: int, stored_bytes: int, inputs_done: int = 0) -> None:
+        """Count ``samples`` and ``inputs_done`` more; ``stored_bytes`` is the total stored so far."""
         self.samples += samples
         self.stored_bytes = stored_bytes
+        self.inputs_done += inputs_done
         now = time.monotonic()
         if now - self._drawn >= 0.1:  # at most 10 redraws a second, however fast samples come
             self._drawn = now
             self._draw(now)
 
-    def _draw(self, now: float) -> None:
-        rate = self.samples / max(now - self._started, 1e-9)
-        eta = ""
+    def _eta(self, elapsed: float) -> str:
         if self._total:
-            eta = f", ETA {max(self._total - self.samples, 0) / max(rate, 1e-9):.0f}s"
-        else:
+            rate = self.samples / elapsed
+            return f", ETA {max(self._total - self.samples, 0) / max(rate, 1e-9):.0f}s"
+        if self._inputs and self.inputs_done:
+            left = max(self._inputs - self.inputs_done, 0)
+            return f", ETA {elapsed * left / self.inputs_done:.0f}s"
+        return ""
+
+    def _draw(self, now: float) -> None:
+        eta = self._eta(max(now - self._started, 1e-9))
+        if not self._total:
             self._bar.total = self.samples  # an unknown total: count what is known so far
         self._bar.label = f"{self._label} ({human_bytes(self.stored_bytes)} written{eta})"
         self._bar.advance(self.samples - self._bar.done)

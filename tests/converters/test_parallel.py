@@ -86,3 +86,14 @@ def test_cli_convert_with_workers(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["convert", *files, str(tmp_path / "out"), "--workers", "2", "--no-progress"]) == 0
     assert "wrote 15 samples" in capsys.readouterr().out
     assert [sample["id"] for sample in read_all(tmp_path / "out")] == list(range(15))
+
+
+def test_parallel_progress_counts_every_sample_and_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = range(12)
+    map_to_mds(samples_of, inputs, str(tmp_path / "out"), columns=COLUMNS, workers=2, progress=True)
+    shown = capsys.readouterr().err
+    total = len(expected(inputs))
+    assert f"{total}/{total}" in shown and "written" in shown
+    assert f"convert: wrote {total} samples" in shown and "in 8 parts" in shown
