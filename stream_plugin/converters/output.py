@@ -97,7 +97,8 @@ def prepare_output(out: str | tuple[str, str], *, exist_ok: bool, caller: str) -
         (root / INDEX_BASENAME).unlink(missing_ok=True)  # first: no reader sees old and new mixed
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
-    return PartedOutput(local, remote, temporary_local=False)
+    # A file:// URL becomes its path, so the parts' index files can be found by path.
+    return PartedOutput(local if not local.startswith("file:") else str(root), remote, temporary_local=False)
 
 
 def part_stored_bytes(output: PartedOutput, part: str) -> int:

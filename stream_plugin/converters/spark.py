@@ -10,6 +10,7 @@ succeeded, so a failed job leaves none.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -150,7 +151,12 @@ def dataframe_to_mds(
 
     started = time.monotonic()
     task = _partition_writer(output, writer_options, udf_iterable, dict(udf_kwargs or {}))
-    rows = dataframe.mapInPandas(task, schema=_RESULT_SCHEMA).collect()
+    try:
+        rows = dataframe.mapInPandas(task, schema=_RESULT_SCHEMA).collect()
+    except BaseException:
+        if output.temporary_local:  # nobody else knows this folder; the parts stay on the remote
+            shutil.rmtree(output.local, ignore_errors=True)
+        raise
     rows = sorted(rows, key=lambda row: row["partition"])
     if merge_index:
         merge_parts(output, [str(row["partition"]) for row in rows], keep_local=keep_local)

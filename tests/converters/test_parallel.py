@@ -97,3 +97,9 @@ def test_parallel_progress_counts_every_sample_and_input(
     total = len(expected(inputs))
     assert f"{total}/{total}" in shown and "written" in shown
     assert f"convert: wrote {total} samples" in shown and "in 8 parts" in shown
+
+
+def test_file_url_out_is_written_and_merged(tmp_path: Path) -> None:
+    out = (tmp_path / "out").as_uri()
+    map_to_mds(samples_of, range(6), out, columns=COLUMNS, workers=2, progress=False)
+    assert read_all(tmp_path / "out") == expected(range(6))

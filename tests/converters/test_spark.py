@@ -15,7 +15,7 @@ from spark_rig import spark_session
 from spark_udfs import always_fail_partition_one, fail_first_attempt, tokens
 from support.s3_server import S3Server
 
-from stream_plugin.converters import dataframe_to_mds
+from stream_plugin.converters import dataframe_to_mds, dataframeToMDS
 from stream_plugin.errors import ConfigError
 from stream_plugin.format.writer_base import OutputExistsError
 
@@ -228,9 +228,9 @@ def test_existing_remote_dataset_is_refused(spark: Any, s3_server: S3Server, tmp
         dataframe_to_mds(id_frame(spark, rows=2), mds_kwargs={"out": bucket.url("ds")})
 
 
-def test_without_merge_index_parts_stay_separate(spark: Any, tmp_path: Path) -> None:
+def test_dataframeToMDS_without_merge_index_keeps_parts_separate(spark: Any, tmp_path: Path) -> None:  # noqa: N802
     out = tmp_path / "parts"
-    dataframe_to_mds(id_frame(spark), merge_index=False, mds_kwargs={"out": str(out)})
+    assert dataframeToMDS(id_frame(spark), merge_index=False, mds_kwargs={"out": str(out)}) == (str(out), "")
     assert not (out / "index.json").exists()
     ids = [s["id"] for part in ("0", "1", "2") for s in read_all(out / part)]
     assert sorted(ids) == list(range(ROWS))
