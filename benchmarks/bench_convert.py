@@ -5,7 +5,8 @@ input ``i`` (``{"id": int, "data": bytes}``, 1 KiB random payloads), so the figu
 not reading. Ours and litdata's ``optimize`` run with N = 1 and 2 worker processes (ours with N = 1
 writes in-process; litdata always starts its workers); MosaicML has no parallel writer, so its single
 ``MDSWriter`` loops over the same inputs. Samples/s over the whole call, output folder fresh each run,
-64 MiB shards, no compression.
+64 MiB shards, no compression. CPU seconds add up every process of the call (user + system), a
+measure that does not depend on how busy the shared machine was.
 
 Run with ``./benchmarks/run convert`` (peers environment), or alone:
 ``.venv-peers/bin/python -m benchmarks.bench_convert --repeats 3``.
@@ -14,6 +15,7 @@ Run with ``./benchmarks/run convert`` (peers environment), or alone:
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -77,29 +79,44 @@ def libraries(include_peers: bool) -> dict[str, Callable[[list[int], Path], None
     return found
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished (joined) children, user plus system."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run(inputs: int, repeats: int, include_peers: bool) -> tuple[list[Measurement], int]:
     items = list(range(inputs))
     total = inputs * _PER_INPUT["samples"]
     root = Path(tempfile.mkdtemp(prefix="bench-convert-"))
+    figure = f"convert {total:,} x 1 KiB from {inputs} inputs"
+    cpu: dict[str, Measurement] = {}
 
     def runner(name: str, convert: Callable[[list[int], Path], None]) -> Callable[[], float]:
+        cpu[name] = Measurement(figure, name, "cpu s")
+
         def once() -> float:
             out = root / name.replace(" ", "_").replace("=", "")
             shutil.rmtree(out, ignore_errors=True)
-            return total / timed(lambda: convert(items, out))
+            before = cpu_seconds()
+            seconds = timed(lambda: convert(items, out))
+            cpu[name].values.append(cpu_seconds() - before)
+            return total / seconds
 
         return once
 
     try:
         runners = {name: runner(name, convert) for name, convert in libraries(include_peers).items()}
-        figure = f"convert {total:,} x 1 KiB from {inputs} inputs"
-        return interleaved(runners, repeats=repeats, figure=figure, unit="samples/s"), total
+        rates = interleaved(runners, repeats=repeats, figure=figure, unit="samples/s")
+        return rates + list(cpu.values()), total
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 def report(results: list[Measurement]) -> str:
-    baseline = {m.library: m.median for m in results}.get("mosaicml MDSWriter (1 process)")
+    rates = [m for m in results if m.unit == "samples/s"]
+    cpu = {m.library: m for m in results if m.unit == "cpu s"}
+    baseline = {m.library: m.median for m in rates}.get("mosaicml MDSWriter (1 process)")
     rows = [
         [
             m.figure,
@@ -107,11 +124,20 @@ def report(results: list[Measurement]) -> str:
             f"{m.median:,.0f}",
             m.spread(),
             f"{m.median * PAYLOAD / 2**20:,.1f}",
+            f"{cpu[m.library].median:.2f}" if m.library in cpu else "-",
             f"{m.median / baseline:.2f}x" if baseline else "-",
         ]
-        for m in results
+        for m in rates
     ]
-    headers = ["workload", "library", "samples/s (median)", "spread", "MB/s", "vs MosaicML MDSWriter"]
+    headers = [
+        "workload",
+        "library",
+        "samples/s (median)",
+        "spread",
+        "MB/s",
+        "CPU s, all processes (median)",
+        "vs MosaicML MDSWriter",
+    ]
     return markdown_table(headers, rows)
 
 
