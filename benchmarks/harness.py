@@ -20,7 +20,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import bench_cold, bench_egress, bench_iterate, bench_order, bench_resume, bench_write
+from benchmarks import (
+    bench_cold,
+    bench_convert,
+    bench_egress,
+    bench_iterate,
+    bench_order,
+    bench_resume,
+    bench_write,
+)
 from benchmarks.common import REPO_DIR, machine_lines
 from benchmarks.options import Options
 from benchmarks.report import write_report
@@ -28,7 +36,15 @@ from benchmarks.workloads import default_data_root
 
 FIGURES = {
     module.FIGURE: module
-    for module in (bench_write, bench_iterate, bench_cold, bench_resume, bench_order, bench_egress)
+    for module in (
+        bench_write,
+        bench_iterate,
+        bench_cold,
+        bench_resume,
+        bench_order,
+        bench_egress,
+        bench_convert,
+    )
 }
 RESULTS_DIR = REPO_DIR / "benchmarks" / "results"
 REPORT = REPO_DIR / "benchmarks" / "RESULTS.md"

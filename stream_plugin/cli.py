@@ -208,18 +208,9 @@ def command_verify(args: argparse.Namespace) -> int:
 
 
 def command_convert(args: argparse.Namespace) -> int:
-    from stream_plugin.convert import convert_file
+    from stream_plugin.converters.cli_convert import run_convert
 
-    written = convert_file(
-        args.input,
-        args.out,
-        columns=args.columns,
-        compression=args.compression,
-        size_limit=args.size_limit,
-        hashes=args.hashes.split(",") if args.hashes else None,
-        progress=not args.no_progress,
-        exist_ok=args.exist_ok,
-    )
+    written = run_convert(args)
     print(f"wrote {written:,} samples to {args.out}")
     return 0
 
@@ -228,7 +219,8 @@ _EXAMPLES = {
     "inspect": "stream-plugin inspect s3://bucket/my-dataset\n  stream-plugin inspect ./my-dataset --shards --json",
     "verify": "stream-plugin verify s3://bucket/my-dataset\n  stream-plugin verify ./my-dataset --no-progress",
     "convert": "stream-plugin convert rows.jsonl ./my-dataset --compression zstd --size-limit 64mb\n"
-    "  stream-plugin convert rows.csv s3://bucket/my-dataset --columns text:str,label:int --hashes sha1",
+    "  stream-plugin convert rows.csv s3://bucket/my-dataset --columns text:str,label:int --hashes sha1\n"
+    "  stream-plugin convert part-*.jsonl ./my-dataset --workers 4",
 }
 
 
@@ -268,9 +260,20 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--no-progress", action="store_true", help="hide the progress display")
     verify.set_defaults(run=command_verify)
 
-    convert = _add_command(commands, "convert", "convert JSON lines / CSV / TSV / Parquet into MDS shards")
-    convert.add_argument("input", help="a .jsonl/.json, .csv, .tsv or .parquet file (.parquet needs [parquet])")
+    convert = _add_command(
+        commands, "convert", "convert JSON lines / CSV / TSV / Parquet files or a saved Hugging Face dataset into MDS"
+    )
+    convert.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help=".jsonl/.json, .csv, .tsv or .parquet files (written in this order; .parquet needs [parquet]), or "
+        "one folder saved by datasets' save_to_disk (needs [hf])",
+    )
     convert.add_argument("out", help="the output folder or remote URL")
+    convert.add_argument(
+        "--workers", type=int, default=1, help="processes writing in parallel (same sample order for any N)"
+    )
     convert.add_argument(
         "--columns",
         help="name:encoding pairs separated by commas (such as text:str,label:int); inferred when omitted",

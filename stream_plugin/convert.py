@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from stream_plugin.errors import ConfigError, MissingDependencyError
-from stream_plugin.progress import ProgressBar
 
 _INFER_ROWS = 1000
 Row = dict[str, Any]
@@ -143,6 +142,32 @@ def _cast(row: Row, columns: dict[str, str]) -> Row:
     return {name: casts.get(encoding, str)(row[name]) for name, encoding in columns.items()}
 
 
+def file_columns(path: str | Path, columns: str | dict[str, str] | None = None) -> dict[str, str]:
+    """The columns to write ``path`` with: parsed from ``columns``, or inferred from its first rows."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: expected an input file, found nothing there; check the path")
+    if isinstance(columns, str):
+        columns = parse_columns(columns)
+    if columns is None:
+        rows, is_text = _rows(path)
+        head = list(itertools.islice(rows, _INFER_ROWS))
+        columns = _text_row_types(head) if is_text else infer_columns(head, source=str(path))
+    if not columns:
+        raise ConfigError(f"{path}: expected at least one column, found none; pass --columns")
+    return columns
+
+
+def file_samples(path: str | Path, columns: dict[str, str]) -> Iterator[Row]:
+    """The samples of one row file, each holding ``columns`` (text values cast to their encodings)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: expected an input file, found nothing there; check the path")
+    rows, is_text = _rows(path)
+    for row in rows:
+        yield _cast(row, columns) if is_text else {name: row.get(name) for name in columns}
+
+
 def convert_file(
     input_path: str | Path,
     out: str,
@@ -155,31 +180,15 @@ def convert_file(
     exist_ok: bool = False,
 ) -> int:
     """Write every row of ``input_path`` as an MDS sample under ``out``; returns the number written."""
-    from stream_plugin.format.writer import MDSWriter
+    from stream_plugin.converters.parallel import files_to_mds
 
-    path = Path(input_path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: expected an input file, found nothing there; check the path")
-    rows, is_text = _rows(path)
-    head = list(itertools.islice(rows, _INFER_ROWS))
-    if isinstance(columns, str):
-        columns = parse_columns(columns)
-    if columns is None:
-        columns = _text_row_types(head) if is_text else infer_columns(head, source=str(path))
-    if not columns:
-        raise ConfigError(f"{path}: expected at least one column, found none; pass --columns")
-    written = 0
-    with ProgressBar(None, label="convert", unit="rows", enabled=progress) as bar, MDSWriter(
-        out=out,
+    return files_to_mds(
+        [input_path],
+        out,
         columns=columns,
         compression=compression,
-        hashes=hashes,
         size_limit=size_limit,
+        hashes=hashes,
+        progress=progress,
         exist_ok=exist_ok,
-    ) as writer:
-        for row in itertools.chain(head, rows):
-            sample = _cast(row, columns) if is_text else {name: row.get(name) for name in columns}
-            writer.write(sample)
-            written += 1
-            bar.advance()
-    return written
+    )

@@ -29,7 +29,7 @@ _ensure_venv() {
 
 ensure_main_venv() {
     _ensure_venv .venv "the main environment (torch 2.13.0 CPU, Lightning 2.6)" "" \
-        "$MAIN_TORCH" -e ".[formats,lightning,gcs,azure,fsspec,dev]"
+        "$MAIN_TORCH" -e ".[formats,lightning,gcs,azure,fsspec,spark,hf,dev]"
     ensure_azurite
 }
 
@@ -66,4 +66,23 @@ COMPOSER_TORCH=torch==2.7.0
 ensure_composer_venv() {
     _ensure_venv .venv-composer "the Composer environment (torch 2.7.0, Composer 0.32.1)" "$COMPOSER_TORCH" \
         "$COMPOSER_TORCH" -e ".[composer,formats,dev]"
+}
+
+# PySpark 4 (tests/converters) runs on Java 17 or newer. Where `java` is missing or older, install
+# Debian's headless JDK 17 when we may (root with apt-get), else stop with what to install.
+_java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+
+ensure_java() {
+    if command -v java >/dev/null 2>&1 && [ "$(_java_major)" -ge 17 ] 2>/dev/null; then
+        return 0
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo ">> installing Java 17 for Spark (apt-get install openjdk-17-jre-headless)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+        return 0
+    fi
+    echo "expected Java 17 or newer on PATH for the Spark tests, found $(command -v java || echo none)" \
+        "$(_java_major 2>/dev/null); install a JDK 17 (apt-get install openjdk-17-jre-headless) and re-run" >&2
+    return 1
 }

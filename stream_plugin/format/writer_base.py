@@ -196,6 +196,7 @@ class ShardWriter:
         self._max_pending = max(2, max_workers or 4)
         self._pending: deque[Future[dict[str, Any]]] = deque()
         self._entries: list[dict[str, Any]] = []
+        self._stored_bytes = 0
         self._failure: BaseException | None = None
         self._closed = False
         self._samples: list[bytes] = []
@@ -289,8 +290,19 @@ class ShardWriter:
         if self._failure is not None:
             raise self._failure
 
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the shard files stored so far (compressed sizes when compressing); for progress."""
+        return self._stored_bytes
+
     def _collect_oldest(self) -> None:
-        self._entries.append(self._pending.popleft().result())
+        entry = self._pending.popleft().result()
+        self._entries.append(entry)
+        self._stored_bytes += sum(
+            (entry.get(f"zip_{kind}") or entry[f"raw_{kind}"])["bytes"]
+            for kind in ("data", "meta")
+            if entry.get(f"raw_{kind}")
+        )
 
     def finish(self) -> None:
         """Store the last shard, wait for every shard, then write (and upload) index.json."""
