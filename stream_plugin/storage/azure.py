@@ -15,7 +15,6 @@ the SDK re-reads a body cut short in the middle of a download by itself (up to 3
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -40,6 +39,7 @@ from stream_plugin.storage.base import (
     check_key,
     join_key,
 )
+from stream_plugin.storage.per_process import PerProcess
 
 SCHEMES = ("azure", "az")
 CONNECTION_STRING_ENV_VAR = "AZURE_STORAGE_CONNECTION_STRING"
@@ -102,37 +102,19 @@ class AzureStore:
         self.sas_token = sas_token
         self.credential = credential
         self.endpoint_url = endpoint_url
-        self._reset_client()
+        self._client = PerProcess(self._new_container_client)
 
     def __repr__(self) -> str:
         return f"AzureStore({self.url!r}, account={self.account_name!r})"
 
     # --- the client: one per process ---------------------------------------------------------------
 
-    def _reset_client(self) -> None:
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._client: ContainerClient | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in ("_pid", "_lock", "_client"):
-            del state[name]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._reset_client()
-
     def client(self) -> ContainerClient:
         """The ``ContainerClient`` of this process."""
-        if self._pid != os.getpid():
-            self._reset_client()
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = self._new_service().get_container_client(self.container)
-        return self._client
+        return self._client.get()
+
+    def _new_container_client(self) -> ContainerClient:
+        return self._new_service().get_container_client(self.container)
 
     def _new_service(self) -> BlobServiceClient:
         options: dict[str, Any] = {"retry_total": 0}

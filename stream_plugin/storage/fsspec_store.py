@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,6 +28,7 @@ from stream_plugin.storage.base import (
     check_key,
     join_key,
 )
+from stream_plugin.storage.per_process import PerProcess
 from stream_plugin.storage.registry import scheme_of
 
 CHUNK_SIZE = 1 << 20
@@ -76,41 +76,21 @@ class FsspecStore:
         self.protocol = scheme_of(url)
         filesystem_class(self.protocol)  # fail at construction when the implementation is missing
         self.storage_options = dict(storage_options)
-        self._reset()
+        self._filesystem = PerProcess(self._open_filesystem)
 
     def __repr__(self) -> str:
         return f"FsspecStore({self.url!r})"
 
     # --- the filesystem: one per process -----------------------------------------------------------
 
-    def _reset(self) -> None:
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._fs: fsspec.AbstractFileSystem | None = None
-        self._root = ""
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in ("_pid", "_lock", "_fs", "_root"):
-            del state[name]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._reset()
-
     def filesystem(self) -> tuple[fsspec.AbstractFileSystem, str]:
         """This process's filesystem and the root path the URL names on it."""
-        if self._pid != os.getpid():
-            self._reset()
-        if self._fs is None:
-            with self._lock:
-                if self._fs is None:
-                    with self._mapped_errors(self.url, "open"):
-                        fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
-                    self._root = root.rstrip("/")
-                    self._fs = fs
-        return self._fs, self._root
+        return self._filesystem.get()
+
+    def _open_filesystem(self) -> tuple[fsspec.AbstractFileSystem, str]:
+        with self._mapped_errors(self.url, "open"):
+            fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        return fs, root.rstrip("/")
 
     def path_of(self, key: str) -> str:
         """The filesystem path holding ``key``."""

@@ -16,7 +16,6 @@ The client's own retries are off (``retry=None`` on every call): ``call_with_ret
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from stream_plugin.storage.base import (
     check_key,
     join_key,
 )
+from stream_plugin.storage.per_process import PerProcess
 
 if TYPE_CHECKING:
     from stream_plugin.storage.gcs_hmac import GcsHmacStore
@@ -122,43 +122,25 @@ class GcsStore:
         self.credentials_file = credentials_file
         self.anonymous = anonymous
         self.requester_pays_project = requester_pays_project
-        self._reset_client()
+        self._client = PerProcess(self._new_quiet_client)
 
     def __repr__(self) -> str:
         return f"GcsStore({self.url!r}, endpoint_url={self.endpoint_url!r})"
 
     # --- the client: one per process ---------------------------------------------------------------
 
-    def _reset_client(self) -> None:
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._client: storage.Client | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for name in ("_pid", "_lock", "_client"):
-            del state[name]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._reset_client()
-
     def client(self) -> storage.Client:
         """The ``google.cloud.storage.Client`` of this process."""
-        if self._pid != os.getpid():
-            self._reset_client()
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    client = self._new_client()
-                    # google-cloud-storage 3 fetches bucket metadata for tracing in a background thread
-                    # on first use: an extra request per process that nobody here reads. Turn it off so
-                    # that one call is one request (exact retry and request counts).
-                    if getattr(client, "_bucket_metadata_cache", None) is not None:
-                        client._bucket_metadata_cache = None
-                    self._client = client
-        return self._client
+        return self._client.get()
+
+    def _new_quiet_client(self) -> storage.Client:
+        client = self._new_client()
+        # google-cloud-storage 3 fetches bucket metadata for tracing in a background thread on first
+        # use: an extra request per process that nobody here reads. Turn it off so that one call is one
+        # request (exact retry and request counts).
+        if getattr(client, "_bucket_metadata_cache", None) is not None:
+            client._bucket_metadata_cache = None
+        return client
 
     def _new_client(self) -> storage.Client:
         options = {"api_endpoint": self.endpoint_url} if self.endpoint_url else None
