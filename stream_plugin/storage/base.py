@@ -63,6 +63,20 @@ class ObjectStore(Protocol):
         """Keys under ``prefix`` (relative to the root), sorted."""
         ...
 
+    def identity(self, key: str, *, timeout: float | None = None) -> str | None:
+        """An opaque string that changes whenever the object under ``key`` is rewritten (ETag plus
+        last-modified time, or a generation number); None when the store gives no such information."""
+        ...
+
+
+def store_identity(store: object, key: str, *, timeout: float | None = None) -> str | None:
+    """``store.identity(key)``, or None for a store without that method (third-party plugins)."""
+    identity = getattr(store, "identity", None)
+    if identity is None:
+        return None
+    found = identity(key, timeout=timeout)
+    return None if found is None else str(found)
+
 
 def join_key(*parts: str) -> str:
     """Join key segments with single ``/``; empty segments vanish (``join_key("a/", "", "/b")`` → ``a/b``)."""
