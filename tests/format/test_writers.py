@@ -256,6 +256,9 @@ class FailingStore:
             raise StorageError(f"mock://bucket/dataset/{key}: access denied")
         self.uploaded.append(key)
 
+    def list(self, prefix: str = "") -> list[str]:
+        return []  # an empty remote: the writer checks before its first upload
+
 
 def test_an_upload_failure_raises_and_never_uploads_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
