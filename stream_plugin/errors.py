@@ -52,5 +52,9 @@ class StorageError(StreamPluginError, OSError):
     """Reading from or writing to a storage backend failed."""
 
 
+class RemoteChangedError(StorageError):
+    """The remote dataset was rewritten (or removed) after the local cache of it was filled."""
+
+
 class StateError(StreamPluginError, ValueError):
     """A resume state does not match the dataset, settings or position it is loaded into."""

@@ -307,7 +307,8 @@ def test_missing_s3_object_fails_fast_without_retries(make_dataset, upload_s3, s
     cache = ShardCache(CacheConfig(local=str(local), remote=url + "-elsewhere"))
     with pytest.raises(RemoteNotFoundError):
         cache.fetch_index()
-    assert s3_proxy.requests["get"] == 1
+    # One request: the HEAD that asks for the index's identity (taken before its download) finds nothing.
+    assert s3_proxy.requests["get"] + s3_proxy.requests["head"] == 1
     assert cache.stats.snapshot().retries == 0
 
 
