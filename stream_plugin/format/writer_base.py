@@ -77,11 +77,14 @@ def prepare_local_folder(folder: Path, *, exist_ok: bool) -> None:
 
 
 def remote_holds_files(store: ObjectStore) -> bool:
-    """Whether the remote ``out`` already holds objects (a store that cannot list: whether index.json exists)."""
+    """Whether the remote ``out`` already holds an index.json or any other object (a store that cannot
+    list: whether index.json exists). The index is asked for first: one request for the common case."""
+    if store.exists(INDEX_BASENAME):
+        return True
     try:
         return bool(store.list())
     except StorageError:
-        return store.exists(INDEX_BASENAME)
+        return False
 
 
 def check_remote_out(store: ObjectStore, *, exist_ok: bool) -> bool:

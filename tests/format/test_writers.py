@@ -256,8 +256,11 @@ class FailingStore:
             raise StorageError(f"mock://bucket/dataset/{key}: access denied")
         self.uploaded.append(key)
 
+    def exists(self, key: str) -> bool:
+        return False  # an empty remote: the writer checks before its first upload
+
     def list(self, prefix: str = "") -> list[str]:
-        return []  # an empty remote: the writer checks before its first upload
+        return []
 
 
 def test_an_upload_failure_raises_and_never_uploads_the_index(
