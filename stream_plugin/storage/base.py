@@ -35,7 +35,11 @@ class ObjectStore(Protocol):
 
     Implementations map their failures onto ``RemoteNotFoundError``, ``RemoteAccessDeniedError`` and
     ``TransientStorageError``; they never retry on their own (``call_with_retries`` owns retrying so
-    that attempt counts are exact). A ``timeout`` bounds one attempt, not the whole operation.
+    that attempt counts are exact). A ``timeout`` bounds one attempt, not the whole operation; for a
+    download it bounds the whole attempt, not each socket read (see ``storage.deadline``).
+
+    Optional, outside the protocol: ``delete(key)``, which a writer needs to overwrite a remote
+    dataset (``exist_ok=True``): its old index.json is deleted before the first new shard.
     """
 
     url: str
