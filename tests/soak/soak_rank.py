@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 
 from stream_plugin import StreamingDataLoader, StreamingDataset
 
@@ -23,6 +24,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--state-in", default=None)
     parser.add_argument("--ledger", required=True)
+    parser.add_argument("--step-seconds", type=float, default=0.0, help="time each batch takes to train")
     args = parser.parse_args()
     world = int(os.environ["WORLD_SIZE"])
     device_batch = args.global_batch // world
@@ -49,6 +51,7 @@ def main() -> None:
             line = {"epoch": position.epoch, "step": step, "ids": batch["id"].tolist(), "state": loader.state_dict()}
             ledger.write(json.dumps(line) + "\n")
             ledger.flush()
+            time.sleep(args.step_seconds)
         ledger.write(json.dumps({"done": True, "state": loader.state_dict()}) + "\n")
 
 
