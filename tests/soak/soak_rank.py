@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--state-in", default=None)
     parser.add_argument("--ledger", required=True)
+    parser.add_argument("--cache-limit", default=None, help="evict shards so later epochs download again")
     parser.add_argument("--step-seconds", type=float, default=0.0, help="time each batch takes to train")
     args = parser.parse_args()
     world = int(os.environ["WORLD_SIZE"])
@@ -38,6 +39,7 @@ def main() -> None:
         validate_hash="sha1",
         download_retry=12,
         download_timeout=1.0,
+        cache_limit=args.cache_limit,
     )
     loader = StreamingDataLoader(dataset, batch_size=device_batch, num_workers=args.workers)
     if args.state_in:

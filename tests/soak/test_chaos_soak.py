@@ -3,7 +3,7 @@
 A real S3 endpoint (moto on loopback) sits behind the fault proxy, which injects 5xx answers,
 connection resets, stalled and truncated bodies at random. Each launch starts a job of 4 ranks (at
 times 2 or 3: an elastic resume) with 2 DataLoader workers each, all on one node and one cache folder,
-starting cold. A launch reads the rest of one epoch; at random a rank or one of its workers is
+starting cold; a ``cache_limit`` below the dataset's size makes every epoch download again. A launch reads the rest of one epoch; at random a rank or one of its workers is
 SIGKILLed mid-epoch, the rest of the job is stopped, and the next launch resumes from the last state
 every rank had reached (a checkpoint), discarding what the ledgers hold past it, as training would.
 
@@ -40,6 +40,7 @@ GLOBAL_BATCH = 24  # divisible by every world size used
 SAMPLES = 1210  # 51 global batches per epoch, the last one padded
 CI_EPOCHS = 3
 LAUNCH_TIMEOUT = 240.0
+CACHE_LIMIT = "60kb"  # below the ~75 KB dataset: shards are evicted and downloaded again through the faults
 STEP_SECONDS = 0.05  # "training" per batch: a warm cache would otherwise finish a pass between two polls
 
 
@@ -120,6 +121,7 @@ class Job:
         self.ledgers = [folder / f"rank{rank}.jsonl" for rank in range(world)]
         command = [sys.executable, str(SCRIPT), "--remote", remote, "--cache", str(cache)]
         command += ["--global-batch", str(GLOBAL_BATCH), "--step-seconds", str(STEP_SECONDS)]
+        command += ["--cache-limit", CACHE_LIMIT]
         if state is not None:
             (folder / "state.json").write_text(json.dumps(state))
             command += ["--state-in", str(folder / "state.json")]
