@@ -156,7 +156,13 @@ def _verify_shard(
             verify_digests(stored.hashes, local_stored, source=stored.basename)
         if zipped is not None:
             assert entry.compression is not None
-            decompress_file(entry.compression, local_stored, staging / raw.basename, source=stored.basename)
+            decompress_file(
+                entry.compression,
+                local_stored,
+                staging / raw.basename,
+                source=stored.basename,
+                expected_size=raw.bytes,
+            )
             local_stored.unlink()
     check_shard_file(entry, staging, validate_hash=True)
     reader = open_shard(entry, staging, allow_unsafe_types=allow_unsafe)

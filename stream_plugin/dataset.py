@@ -38,7 +38,7 @@ from stream_plugin.sample_access import select_samples
 from stream_plugin.shard_access import ShardAccess
 from stream_plugin.shard_table import ShardTable, Spanner
 from stream_plugin.sources import check_cache_limit, open_streams, readers_within_limit, refuse_unsafe_columns
-from stream_plugin.state import ResumeState
+from stream_plugin.state import ResumeState, check_against_dataset, state_mapping
 from stream_plugin.state import fingerprint as make_fingerprint
 from stream_plugin.stream import DownloadSettings, Stream
 from stream_plugin.stream_registry import build_streams
@@ -466,6 +466,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         if obj is None:
             self._cursor.load(None)
             return
+        obj = dict(state_mapping(obj))
         if not strict and "version" not in obj:
             obj = {
                 "version": 1,
@@ -474,6 +475,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
                 **obj,
             }
         state = ResumeState.from_dict(obj)
+        check_against_dataset(state, epoch_samples=self.epoch_size, global_batch_size=self.global_batch_size)
         if state.fingerprint != self._fingerprint and strict:
             raise StateError(
                 f"resume state: expected fingerprint {self._fingerprint} (this dataset's index files and "

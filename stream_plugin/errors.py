@@ -66,5 +66,9 @@ class StorageError(StreamPluginError, OSError, RuntimeError):
     retries, and ``FileNotFoundError`` for a missing object: see ``RemoteNotFoundError``)."""
 
 
+class RemoteChangedError(StorageError):
+    """The remote dataset was rewritten (or removed) after the local cache of it was filled."""
+
+
 class StateError(StreamPluginError, ValueError):
     """A resume state does not match the dataset, settings or position it is loaded into."""

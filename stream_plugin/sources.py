@@ -23,13 +23,22 @@ class OpenedStreams:
     cache_specs: list[StreamCacheSpec]
     entries: list[ShardEntry]  # every stream's shards, concatenated in stream order
     samples_per_shard_per_stream: list[list[int]]
-    index_digests: list[str]  # sha256 of each index.json: the data part of the resume fingerprint
+    index_digests: list[str]  # sha256 of each index.json (and its remote identity): the data part of the fingerprint
     entries_per_stream: list[list[ShardEntry]]
     stored_bytes_per_stream: list[int]  # what a fully cached stream occupies locally
 
 
 def _pairs(stream: Stream) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(stream.storage_options.items()))
+
+
+def _index_digest(index: bytes, identity: str | None) -> str:
+    """What identifies a stream's data: its index bytes and, for a remote, the identity of the write
+    they came from, so that a state saved on a rewritten remote is refused even when the bytes match."""
+    digest = hashlib.sha256(index)
+    if identity is not None:
+        digest.update(b"\0" + identity.encode("utf-8"))
+    return digest.hexdigest()
 
 
 def _stored_bytes(entries: Sequence[ShardEntry]) -> int:
@@ -85,7 +94,8 @@ def open_streams(
         spec = StreamCacheSpec(config=config, remote=stream.remote_dir, store_options=_pairs(stream))
         store = spec.open_store()
         stores.append(store)
-        index_path = spec.open(CacheStats(), store).fetch_index()
+        cache = spec.open(CacheStats(), store)
+        index_path = cache.fetch_index()
         entries = load_index(index_path)
         if not any(entry.samples for entry in entries):
             raise EmptyStreamError(
@@ -94,7 +104,7 @@ def open_streams(
             )
         entries_per_stream.append(entries)
         configs.append(config)
-        digests.append(hashlib.sha256(Path(index_path).read_bytes()).hexdigest())
+        digests.append(_index_digest(Path(index_path).read_bytes(), cache.index_identity()))
     sizes = [_stored_bytes(entries) for entries in entries_per_stream]
     shares = _limit_shares(cache_limit, streams, sizes)
     specs = [

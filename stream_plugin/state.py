@@ -47,6 +47,11 @@ class ResumeState:
                 f"resume state: expected epoch >= 0 and sample_in_epoch >= 0, found {self.epoch} and "
                 f"{self.sample_in_epoch}"
             )
+        if self.epoch > MAX_EPOCH:
+            raise StateError(
+                f"resume state: expected epoch at most {MAX_EPOCH}, found {self.epoch}; the checkpoint is "
+                "corrupt. Start afresh (load None) or restore another checkpoint"
+            )
         if self.epoch_batch_size < 1 or self.num_canonical_nodes < 1:
             raise StateError(
                 f"resume state: expected epoch_batch_size >= 1 and num_canonical_nodes >= 1, found "
@@ -81,6 +86,47 @@ class ResumeState:
         if not isinstance(fingerprint, str):
             raise StateError(f"resume state: expected fingerprint to be a str, found {fingerprint!r}")
         return cls(**{name: state[name] for name in _INT_FIELDS}, fingerprint=fingerprint)
+
+
+# Counts below this are always accepted: sizing a few arrays by them costs nothing, and a tiny
+# dataset may legitimately run with more canonical nodes or a larger batch than it has samples.
+PLAUSIBLE_FLOOR = 1 << 16
+MAX_EPOCH = 1 << 40
+
+
+def state_mapping(obj: object) -> Mapping[str, Any]:
+    """``obj`` as a state dict, or ``StateError`` (with ``strict=False`` too) before anything reads it."""
+    if not isinstance(obj, Mapping):
+        raise StateError(
+            f"resume state: expected a dict (from state_dict()), found {type(obj).__name__}; pass the "
+            "object state_dict() returned, or None to start afresh"
+        )
+    return obj
+
+
+def check_against_dataset(state: ResumeState, *, epoch_samples: int, global_batch_size: int) -> None:
+    """Refuse counts no run over this dataset could have saved, before any array is sized by them.
+
+    ``epoch_batch_size`` and ``num_canonical_nodes`` may not exceed the larger of the epoch's samples,
+    today's global batch size and ``PLAUSIBLE_FLOOR``; ``sample_in_epoch`` may not pass the epoch
+    plus one padded batch per stream.
+    """
+    ceiling = max(epoch_samples, global_batch_size, PLAUSIBLE_FLOOR)
+    for name in ("epoch_batch_size", "num_canonical_nodes"):
+        value = getattr(state, name)
+        if value > ceiling:
+            raise StateError(
+                f"resume state: expected {name} at most {ceiling} (this dataset has {epoch_samples} samples "
+                f"per epoch), found {value}; the checkpoint is corrupt or from another dataset. Start "
+                "afresh (load None) or restore the matching checkpoint"
+            )
+    last = epoch_samples + ceiling * 2  # the epoch plus padding of its last batches
+    if state.sample_in_epoch > last:
+        raise StateError(
+            f"resume state: expected sample_in_epoch at most {last} (this dataset has {epoch_samples} "
+            f"samples per epoch), found {state.sample_in_epoch}; the checkpoint is corrupt or from another "
+            "dataset. Start afresh (load None) or restore the matching checkpoint"
+        )
 
 
 def fingerprint(parts: Mapping[str, Any]) -> str:

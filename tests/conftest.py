@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
@@ -19,3 +21,11 @@ try:
 except ImportError as missing:
     if missing.name is None or not missing.name.startswith(("google", "azure", "gcp_storage_emulator")):
         raise
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak-minutes",
+        type=float,
+        default=None,
+        help="run the chaos soak (tests/soak) for this many minutes instead of its 3 CI epochs",
+    )

@@ -59,6 +59,10 @@ class ControlFolder:
         """Lock held by the one process that downloads ``index_name``."""
         return self.root / "index" / f"{_quoted(index_name)}.lock"
 
+    def index_identity(self, index_name: str) -> Path:
+        """The remote's identity of the cached ``index_name`` when it was downloaded (``ObjectStore.identity``)."""
+        return self.root / "index" / f"{_quoted(index_name)}.identity"
+
     def reservation(self, basename: str) -> Path:
         """Record of the bytes an in-flight download of this shard will occupy once placed."""
         return self.root / "reserved" / _quoted(basename)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -28,15 +29,23 @@ from pathlib import Path
 from stream_plugin.cache.eviction import Evictor, bytes_present, check_cache_limit, footprint
 from stream_plugin.cache.locks import ControlFolder, is_control, locked, touch
 from stream_plugin.cache.stats import CacheStats, StatsGroup
-from stream_plugin.errors import ConfigError, ShardIntegrityError, UnsafePathError
+from stream_plugin.errors import (
+    ConfigError,
+    RemoteChangedError,
+    ShardIntegrityError,
+    StorageError,
+    UnsafePathError,
+)
 from stream_plugin.fileio import atomic_write_bytes, publish
 from stream_plugin.format.compression import decompress_file
 from stream_plugin.format.hashing import hash_names, verify_digests
 from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry, load_index, parse_index
-from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError
+from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError, store_identity
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
 from stream_plugin.units import format_bytes, parse_bytes
+
+_log = logging.getLogger(__name__)
 
 # How often ``reading`` re-downloads a shard that another process evicted between the download and
 # the shared lock, before deciding the cache is too small to make progress.
@@ -137,6 +146,8 @@ class ShardCache:
         self._known_mutex = threading.Lock()
         self._index_name = INDEX_BASENAME
         self._index_known = False  # set_shards was called: _known holds the whole stream
+        self._safe_folders: set[str] = set()  # shard sub-folders checked to stay inside local
+        self._verified: set[str] = set()  # shards whose validate_hash digest this process checked
         limit = config.limit
         self._evictor = (
             Evictor(self._local, self._control, limit, self._record)
@@ -163,11 +174,19 @@ class ShardCache:
     def fetch_index(self, index_name: str = INDEX_BASENAME) -> Path:
         """Make ``local/index_name`` exist and return its path; one process per node downloads it.
 
-        A local copy is reused as is (as MosaicML does): point a changed remote at a fresh ``local``.
+        A cached copy is reused only while the remote's identity of the index (``ObjectStore.identity``:
+        ETag and last-modified time, or a generation) equals the one recorded when it was downloaded;
+        a rewritten remote raises ``RemoteChangedError`` instead of mixing old cached shards with new
+        ones. An unreachable remote (or a store that gives no identity) leaves the cached copy in use.
         """
         self._index_name = index_name
         path = self._local / index_name
-        if self._store is None or path.is_file():
+        if self._store is None:
+            return path
+        current = self._remote_identity(index_name, cached=path.is_file())
+        record = self._control.index_identity(index_name)
+        if path.is_file():
+            self._check_unchanged(index_name, record, current)
             return path
         with locked(self._control.index_lock(index_name)):
             if not path.is_file():
@@ -176,10 +195,71 @@ class ShardCache:
                     self._download(index_name, temporary)
                     # Refuse to publish something that is not an index; the next process would trust it.
                     parse_index(temporary.read_bytes(), source=f"{self._remote}/{index_name}")
+                    if current is not None:
+                        atomic_write_bytes(record, current.encode("utf-8"))
+                    else:
+                        record.unlink(missing_ok=True)
                     publish(temporary, path)
                 finally:
                     temporary.unlink(missing_ok=True)
+            else:
+                self._check_unchanged(index_name, record, current)
         return path
+
+    def index_identity(self, index_name: str = INDEX_BASENAME) -> str | None:
+        """The remote identity recorded when ``index_name`` was cached; None when the store gives none."""
+        try:
+            return self._control.index_identity(index_name).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def _remote_identity(self, index_name: str, *, cached: bool) -> str | None:
+        """The remote's identity of the index now; None when the store gives none or, with a cached copy,
+        when the remote cannot be reached (reading offline from a complete cache keeps working)."""
+        store = self._store
+        assert store is not None
+        try:
+            return call_with_retries(
+                lambda: store_identity(store, index_name, timeout=self._config.download_timeout),
+                self._policy,
+                describe=f"identity of {index_name!r} at {self._remote}",
+            )
+        except RemoteNotFoundError:
+            if cached:
+                raise RemoteChangedError(
+                    f"{self._remote}/{index_name}: expected the remote index that {self._config.local!r} "
+                    "caches, found none (the remote dataset was deleted, or is being rewritten); wait for "
+                    f"the writer to finish, then delete {self._config.local!r} (or use a new local folder)"
+                ) from None
+            raise
+        except StorageError as error:
+            if not cached:
+                raise
+            _log.warning(
+                "%s/%s: could not check whether the remote index changed (%s); reading the cached copy in %s",
+                self._remote,
+                index_name,
+                error,
+                self._config.local,
+            )
+            return None
+
+    def _check_unchanged(self, index_name: str, record: Path, current: str | None) -> None:
+        if current is None:
+            return
+        try:
+            recorded = record.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            # Cached before identities were recorded (or by a store without them): adopt the current one.
+            atomic_write_bytes(record, current.encode("utf-8"))
+            return
+        if recorded != current:
+            raise RemoteChangedError(
+                f"{self._remote}/{index_name}: expected the remote index {self._config.local!r} cached "
+                f"({recorded}), found it rewritten ({current}); the cached shards may belong to the old "
+                f"dataset. Delete {self._config.local!r} (or point local at a new folder) to read the new "
+                "dataset; a state saved on the old data will be refused"
+            )
 
     def open_index(self, index_name: str = INDEX_BASENAME) -> list[ShardEntry]:
         """Fetch and parse the index, and remember its shards for eviction; return them."""
@@ -208,13 +288,13 @@ class ShardCache:
     def ensure(self, entry: ShardEntry) -> Path:
         """Block until the shard's raw files exist locally, verified; return the ``local`` folder."""
         self._remember(entry)
-        if self._is_present(entry):
+        if self._is_present(entry) and self._verified_once(entry):
             self._record.record_hit()
             return self._local
         lock = self._control.shard_lock(entry.raw_data.basename)
         with locked(lock):
-            if self._is_present(entry):  # another process placed it while we waited
-                self._record.record_hit()
+            if self._is_present(entry) and self._verified_once(entry, repair=True):
+                self._record.record_hit()  # another process placed it while we waited
                 return self._local
             self._remove_temporaries(entry)
             if self._store is None:
@@ -222,8 +302,35 @@ class ShardCache:
             else:
                 with self._room_for(entry):
                     self._download_shard(entry)
+            self._verified.add(entry.raw_data.basename)
             touch(lock)
         return self._local
+
+    def _verified_once(self, entry: ShardEntry, *, repair: bool = False) -> bool:
+        """With ``validate_hash``: check a shard already on disk once per process before its first use.
+
+        A mismatch in a remote stream's cache is removed (``repair``, under the shard lock) and fetched
+        again: returns False. A mismatch in a local-only stream raises ``ShardIntegrityError``. Only raw
+        files whose index entry records the ``validate_hash`` digest can be checked.
+        """
+        name = entry.raw_data.basename
+        if self._config.validate_hash is None or name in self._verified:
+            return True
+        try:
+            for raw, _ in entry.file_pairs():
+                self._verify(raw, self._local / raw.basename, required=False)
+        except ShardIntegrityError as error:
+            if self._store is None:
+                raise ShardIntegrityError(
+                    f"{error}. The local-only stream {self._config.local!r} holds a corrupt copy: re-write or "
+                    "restore the shard"
+                ) from error
+            if repair:
+                for raw, _ in entry.file_pairs():
+                    (self._local / raw.basename).unlink(missing_ok=True)
+            return False
+        self._verified.add(name)
+        return True
 
     @contextmanager
     def reading(self, entry: ShardEntry) -> Iterator[Path]:
@@ -337,8 +444,31 @@ class ShardCache:
                         f"index.json: expected shard basenames outside the cache's control folder, found "
                         f"{info.basename!r}; rename the shard (regenerate the index)"
                     )
+        if self._remote is not None:
+            self._refuse_links_out(entry)
         with self._known_mutex:
             self._known[name] = entry
+
+    def _refuse_links_out(self, entry: ShardEntry) -> None:
+        """Refuse a cache whose sub-folder of a shard is a symlink leading out of ``local``: downloads
+        would write, and eviction delete, files elsewhere. (A file that is itself a link is replaced by
+        the atomic rename of a download, never written through.)"""
+        for raw, stored in entry.file_pairs():
+            for info in (raw, stored):
+                if info is None:
+                    continue
+                folder = posixpath.dirname(info.basename)
+                if not folder or folder in self._safe_folders:
+                    continue
+                root = self._local.resolve()
+                resolved = (self._local / folder).resolve()
+                if not resolved.is_relative_to(root):
+                    raise UnsafePathError(
+                        f"{self._local / folder}: expected a sub-folder inside the cache folder {str(root)!r}, "
+                        f"found it leads to {str(resolved)!r} through a symlink; remove the symlink (the cache "
+                        "does not follow links out of its folder) or choose another local folder"
+                    )
+                self._safe_folders.add(folder)
 
     def _stream_shards(self) -> list[ShardEntry]:
         """Every shard of the stream, so usage counts shards other processes placed too."""

@@ -67,12 +67,48 @@ def _zstd_compress(data: bytes, level: int | None) -> bytes:
     return zstandard.ZstdCompressor(level=level or 3, write_checksum=True).compress(data)
 
 
+class OutputLimitExceeded(Exception):
+    """Raised by ``_BoundedSink`` when decompressed output passes the size index.json declares."""
+
+
+class _BoundedSink:
+    """A write-only file that refuses to grow past ``limit`` bytes: nothing past it reaches the disk."""
+
+    def __init__(self, sink: IO[bytes], limit: int) -> None:
+        self._sink = sink
+        self.limit = limit
+        self.written = 0
+
+    @property
+    def remaining(self) -> int:
+        return self.limit - self.written
+
+    def write(self, data: Buffer) -> int:
+        size = len(data)
+        if size > self.remaining:
+            raise OutputLimitExceeded(self.written + size)
+        self.written += size
+        return self._sink.write(data)
+
+
+# One zstd input byte can expand to at most ~32 KiB (a 4-byte RLE block yields 128 KiB), so feeding
+# ``remaining // _ZSTD_MAX_RATIO`` bytes at a time keeps a bomb's output near its declared size.
+_ZSTD_MAX_RATIO = 1 << 15
+_ZSTD_MIN_FEED = 256
+
+
+def _zstd_feed_size(sink: IO[bytes] | _BoundedSink) -> int:
+    if isinstance(sink, _BoundedSink):
+        return max(_ZSTD_MIN_FEED, min(_CHUNK, sink.remaining // _ZSTD_MAX_RATIO))
+    return _CHUNK
+
+
 def _zstd_stream(source: IO[bytes], sink: IO[bytes]) -> int:
     """Decompress one or more concatenated zstd frames; input that ends inside a frame is an error."""
     decompressor = zstandard.ZstdDecompressor()
     written = frames = 0
     frame: Any = None
-    chunk = source.read(_CHUNK)
+    chunk = source.read(_zstd_feed_size(sink))
     while chunk:
         if frame is None:
             frame = decompressor.decompressobj()
@@ -82,7 +118,7 @@ def _zstd_stream(source: IO[bytes], sink: IO[bytes]) -> int:
             frames += 1
             chunk, frame = frame.unused_data, None
         if not chunk:
-            chunk = source.read(_CHUNK)
+            chunk = source.read(_zstd_feed_size(sink))
     if frame is not None or frames == 0:
         raise zstandard.ZstdError(f"input ended inside zstd frame {frames + 1}")
     return written
@@ -140,7 +176,11 @@ def _br_stream(source: IO[bytes], sink: IO[bytes]) -> int:
     decompressor = brotli.Decompressor()
     written = 0
     while chunk := source.read(_CHUNK):
-        written += sink.write(decompressor.process(chunk))
+        written += sink.write(decompressor.process(chunk, output_buffer_limit=_CHUNK))
+        while not decompressor.can_accept_more_data():  # output held back by the limit
+            written += sink.write(decompressor.process(b"", output_buffer_limit=_CHUNK))
+    while not decompressor.is_finished() and (rest := decompressor.process(b"", output_buffer_limit=_CHUNK)):
+        written += sink.write(rest)
     if not decompressor.is_finished():
         raise ValueError("input ended inside the brotli stream")
     return written
@@ -332,7 +372,9 @@ def decompress_file(
 ) -> int:
     """Decompress ``src`` into ``dst`` (a temporary path the caller publishes); returns bytes written.
 
-    zstd, gz, bz2 and br stream in chunks so memory stays flat. On error ``dst`` is removed.
+    zstd, gz, bz2 and br stream in chunks so memory stays flat. With ``expected_size`` (the raw size
+    index.json declares) decompression stops with ``ShardIntegrityError`` as soon as the output would
+    pass it, so a decompression bomb never fills the disk. On error ``dst`` is removed.
     """
     parsed = _as_spec(spec)
     label = source if source is not None else os.fspath(src)
@@ -340,12 +382,21 @@ def decompress_file(
     if Path(src).stat().st_size == 0:
         raise _corrupt(parsed, label, "an empty file")
     try:
-        with open(src, "rb") as reader, open(dst, "wb") as writer:
+        with open(src, "rb") as reader, open(dst, "wb") as file:
+            writer: Any = file if expected_size is None else _BoundedSink(file, expected_size)
             if codec.stream_decompress is not None:
                 written = codec.stream_decompress(reader, writer)
             else:
                 written = writer.write(codec.decompress(reader.read()))
         _check_size(parsed, label, written, expected_size)
+    except OutputLimitExceeded as exc:
+        Path(dst).unlink(missing_ok=True)
+        raise _corrupt(
+            parsed,
+            label,
+            f"it decompresses past the {expected_size} bytes that index.json records (stopped at "
+            f"{exc.args[0]}; a corrupt file or a decompression bomb)",
+        ) from None
     except (MissingDependencyError, MemoryError, ShardIntegrityError):
         Path(dst).unlink(missing_ok=True)
         raise

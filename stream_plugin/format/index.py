@@ -23,6 +23,9 @@ INDEX_BASENAME = "index.json"
 INDEX_VERSION = 2
 SHARD_FORMATS = ("mds", "json", "csv", "tsv", "xsv")
 _REQUIRED_KEYS = ("format", "samples", "raw_data")
+# No shard file is plausibly larger than this (MDS offsets are uint32; 1 TiB leaves room for every
+# format); a larger size is corruption or an attack, refused before any arithmetic trusts it.
+MAX_FILE_BYTES = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,11 @@ def check_basename(basename: object, *, source: str) -> str:
             f"{source}: expected a non-empty string basename, found {basename!r}; rewrite the index "
             "with a writer of this package or MosaicML Streaming"
         )
+    if "\x00" in basename:
+        raise IndexFormatError(
+            f"{source}: expected a basename without NUL bytes, found {basename!r}; the index is corrupt, "
+            "regenerate it"
+        )
     normalized = posixpath.normpath(basename.replace("\\", "/"))
     if (
         basename.startswith(("/", "\\"))
@@ -100,13 +108,16 @@ def _file_info(value: object, *, source: str, what: str) -> FileInfo | None:
     if not isinstance(value, dict):
         raise IndexFormatError(f"{source}: expected {what} to be an object or null, found {value!r}")
     size = value.get("bytes")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_BYTES:
         raise IndexFormatError(
-            f"{source}: expected {what}.bytes to be an int >= 0, found {size!r}; regenerate the index"
+            f"{source}: expected {what}.bytes to be an int in [0, {MAX_FILE_BYTES}], found {size!r:.40}; "
+            "regenerate the index"
         )
     hashes = value.get("hashes") or {}
-    if not isinstance(hashes, dict):
-        raise IndexFormatError(f"{source}: expected {what}.hashes to be an object, found {hashes!r}")
+    if not isinstance(hashes, dict) or not all(isinstance(digest, str) for digest in hashes.values()):
+        raise IndexFormatError(
+            f"{source}: expected {what}.hashes to be an object of digest strings, found {hashes!r:.80}"
+        )
     basename = check_basename(value.get("basename"), source=f"{source} {what}")
     return FileInfo(basename=basename, bytes=size, hashes=dict(hashes))
 
@@ -132,6 +143,13 @@ def parse_shard_entry(entry: object, *, source: str) -> ShardEntry:
     raw_data = _file_info(entry["raw_data"], source=source, what="raw_data")
     if raw_data is None:
         raise IndexFormatError(f"{source}: expected raw_data to describe the shard file, found null")
+    raw_meta = _file_info(entry.get("raw_meta"), source=source, what="raw_meta")
+    raw_bytes = raw_data.bytes + (raw_meta.bytes if raw_meta is not None else 0)
+    if samples > raw_bytes:  # every format spends at least one byte (an offset, a newline) per sample
+        raise IndexFormatError(
+            f"{source}: expected samples to be at most the {raw_bytes} raw bytes of the shard (every sample "
+            f"takes at least one byte), found {samples}; the index is corrupt, regenerate it"
+        )
     hashes = entry.get("hashes") or []
     if not isinstance(hashes, list) or not all(isinstance(name, str) for name in hashes):
         raise IndexFormatError(f"{source}: expected hashes to be a list of names, found {hashes!r}")
@@ -150,7 +168,7 @@ def parse_shard_entry(entry: object, *, source: str) -> ShardEntry:
         hashes=tuple(hashes),
         size_limit=size_limit if isinstance(size_limit, int) else None,
         config=entry,
-        raw_meta=_file_info(entry.get("raw_meta"), source=source, what="raw_meta"),
+        raw_meta=raw_meta,
         zip_meta=_file_info(entry.get("zip_meta"), source=source, what="zip_meta"),
     )
 
@@ -164,6 +182,11 @@ def parse_index(text: str | bytes, *, source: str = INDEX_BASENAME) -> list[Shar
 def _parse_index(text: str | bytes, *, source: str) -> list[ShardEntry]:
     try:
         document = json.loads(text)
+    except RecursionError:
+        raise IndexFormatError(
+            f"{source}: expected a JSON document of plain shard entries, found values nested too deeply "
+            "to parse; the file is corrupt or hostile. Re-download or regenerate it"
+        ) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise IndexFormatError(
             f"{source}: expected a JSON document, found invalid JSON ({error}); the file is corrupt "
@@ -183,7 +206,26 @@ def _parse_index(text: str | bytes, *, source: str) -> list[ShardEntry]:
     shards = document.get("shards")
     if not isinstance(shards, list):
         raise IndexFormatError(f"{source}: expected 'shards' to be a list, found {shards!r:.80}")
-    return [parse_shard_entry(entry, source=f"{source} shard {i}") for i, entry in enumerate(shards)]
+    entries = [parse_shard_entry(entry, source=f"{source} shard {i}") for i, entry in enumerate(shards)]
+    _check_unique_basenames(entries, source=source)
+    return entries
+
+
+def _check_unique_basenames(entries: Sequence[ShardEntry], *, source: str) -> None:
+    """Refuse two shard entries naming one file: they would share (and fight over) one cached copy."""
+    seen: dict[str, int] = {}
+    for number, entry in enumerate(entries):
+        for raw, stored in entry.file_pairs():
+            for field_name, info in (("raw", raw), ("zip", stored)):
+                if info is None:
+                    continue
+                first = seen.setdefault(info.basename, number)
+                if first != number:
+                    raise IndexFormatError(
+                        f"{source} shard {number}: expected each file to belong to one shard entry, found "
+                        f"{field_name} basename {info.basename!r} already in shard {first} (a duplicate "
+                        "entry); regenerate the index"
+                    )
 
 
 def load_index(path: str | os.PathLike[str]) -> list[ShardEntry]:

@@ -107,7 +107,7 @@ def _decompress(
     raw_path = folder / raw.basename
     temporary = temporary_sibling(raw_path)
     try:
-        written = decompress_file(spec, zip_path, temporary, source=str(zip_path))
+        written = decompress_file(spec, zip_path, temporary, source=str(zip_path), expected_size=raw.bytes)
         if written != raw.bytes:
             raise ShardIntegrityError(
                 f"{zip_path}: expected it to decompress to {raw.bytes} bytes as index.json records for "

@@ -11,12 +11,15 @@ Safety rules, stricter than MosaicML Streaming's:
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -25,7 +28,7 @@ from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.fileio import atomic_write_bytes
 from stream_plugin.format.compression import CompressionSpec, compress, parse_compression
 from stream_plugin.format.hashing import check_hash_names, hash_data
-from stream_plugin.format.index import INDEX_BASENAME, write_index
+from stream_plugin.format.index import INDEX_BASENAME, index_document, write_index
 from stream_plugin.format.shard_file import config_bytes
 from stream_plugin.progress import ProgressBar
 from stream_plugin.storage import ObjectStore, RetryPolicy, call_with_retries, open_store, split_out
@@ -39,7 +42,7 @@ SIZE_LIMIT_MAX = (1 << 32) - 1  # sample offsets are uint32
 
 
 class OutputExistsError(StorageError, FileExistsError):
-    """The writer's local output folder already holds files and ``exist_ok`` is False."""
+    """The writer's output (local folder or remote) already holds files and ``exist_ok`` is False."""
 
 
 def check_size_limit(size_limit: int | str | None) -> int | None:
@@ -75,6 +78,66 @@ def prepare_local_folder(folder: Path, *, exist_ok: bool) -> None:
             else:
                 child.unlink()
     folder.mkdir(parents=True, exist_ok=True)
+
+
+def remote_holds_files(store: ObjectStore) -> bool:
+    """Whether the remote ``out`` already holds an index.json or any other object (a store that cannot
+    list: whether index.json exists). The index is asked for first: one request for the common case."""
+    if store.exists(INDEX_BASENAME):
+        return True
+    try:
+        return bool(store.list())
+    except StorageError:
+        return False
+
+
+def check_remote_out(store: ObjectStore, *, exist_ok: bool) -> bool:
+    """Refuse a remote ``out`` that holds files unless ``exist_ok``; return whether it holds files."""
+    holds_files = remote_holds_files(store)
+    if holds_files and not exist_ok:
+        raise OutputExistsError(
+            f"{store.url}: expected an empty or new remote output, found it holds files; pass exist_ok=True "
+            "to overwrite the dataset there (its index.json is deleted before the first new shard is "
+            "uploaded), or choose another remote"
+        )
+    return holds_files
+
+
+def take_down_remote_index(store: ObjectStore) -> None:
+    """Delete the remote index.json before any new shard is uploaded.
+
+    From then on no reader sees the old index pointing at shards of this write. Old shards are
+    overwritten, or stay unreferenced.
+    """
+    delete = getattr(store, "delete", None)
+    if delete is None:
+        if store.exists(INDEX_BASENAME):
+            raise StorageError(
+                f"{store.url}: expected a store that can delete its old index.json before an overwrite, found "
+                f"{type(store).__name__} has no delete method; delete {INDEX_BASENAME} there yourself, or "
+                "write to an empty remote"
+            )
+        return
+    delete(INDEX_BASENAME)
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def room_for(folder: Path, name: str, size: int) -> Iterator[None]:
+    """Turn a full disk (ENOSPC, or a quota) while writing ``name`` into a ``StorageError`` naming the
+    folder and the bytes needed; the partial file is gone already (``atomic_write_bytes``)."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in _DISK_FULL:
+            raise
+        raise StorageError(
+            f"{folder}: expected room for {size} more bytes ({name}), found the disk full ({error.strerror}); "
+            "free space or write to another folder. No index.json was written, so the partial dataset is "
+            "not visible to readers"
+        ) from error
 
 
 class ShardStore:
@@ -113,7 +176,8 @@ class ShardStore:
         else:
             data = raw
         stored_name = (zip_info or raw_info)["basename"]
-        atomic_write_bytes(self.local / stored_name, data)
+        with room_for(self.local, stored_name, len(data)):
+            atomic_write_bytes(self.local / stored_name, data)
         self.upload(stored_name)
         return raw_info, zip_info
 
@@ -145,9 +209,10 @@ class ShardWriter:
     names stored in the index; ``size_limit`` bytes per shard (int or ``'64mb'``; None or 0: no limit);
     ``keep_local`` keep local files after upload; ``progress_bar`` a progress line on stderr;
     ``max_workers`` threads that compress, hash and upload closed shards; ``exist_ok`` replace the
-    contents of a non-empty local folder; ``retry`` upload attempts for transient errors;
-    ``storage_options`` options of the remote's store (``open_store(remote, **storage_options)``: an
-    endpoint, credentials).
+    contents of a non-empty local folder, or overwrite a remote that holds files (its index.json is
+    deleted first, so readers never see the old index pointing at new shards); ``retry`` upload attempts
+    for transient errors; ``storage_options`` options of the remote's store
+    (``open_store(remote, **storage_options)``: an endpoint, credentials).
     """
 
     format: ClassVar[str] = ""
@@ -183,10 +248,21 @@ class ShardWriter:
             tempfile.mkdtemp(prefix="stream_plugin-writer-") if local is None else str(local_root(local))
         )
         self.remote = remote
-        prepare_local_folder(Path(self.local), exist_ok=exist_ok)
+        remote_store = open_store(remote, **check_storage_options(storage_options)) if remote is not None else None
+        overwrite = False
+        try:
+            if remote_store is not None:
+                overwrite = check_remote_out(remote_store, exist_ok=exist_ok)
+            prepare_local_folder(Path(self.local), exist_ok=exist_ok)
+        except BaseException:
+            if self._temporary_local:
+                shutil.rmtree(self.local, ignore_errors=True)
+            raise
+        if remote_store is not None and overwrite:
+            take_down_remote_index(remote_store)
         self._store = ShardStore(
             Path(self.local),
-            open_store(remote, **check_storage_options(storage_options)) if remote is not None else None,
+            remote_store,
             compression=spec,
             hashes=self.hashes,
             keep_local=keep_local,
@@ -314,7 +390,8 @@ class ShardWriter:
                 self._flush_shard()
             while self._pending:
                 self._collect_oldest()
-            write_index(self.local, self._entries)
+            with room_for(Path(self.local), INDEX_BASENAME, len(json.dumps(index_document(self._entries)))):
+                write_index(self.local, self._entries)
             self._store.upload(INDEX_BASENAME)
         except BaseException:
             self._abort()

@@ -232,6 +232,15 @@ class AzureStore:
         with self._mapped_errors(full_key, "check"):
             return bool(self.client().get_blob_client(full_key).exists())
 
+    def delete(self, key: str) -> None:
+        """Remove the blob; a missing blob is not an error (as on S3)."""
+        full_key = self.full_key(key)
+        try:
+            with self._mapped_errors(full_key, "delete"):
+                self.client().get_blob_client(full_key).delete_blob()
+        except RemoteNotFoundError:
+            pass
+
     def identity(self, key: str, *, timeout: float | None = None) -> str | None:
         """ETag and last-modified time of the blob: they change whenever it is rewritten."""
         full_key = self.full_key(key)

@@ -35,7 +35,11 @@ class ObjectStore(Protocol):
 
     Implementations map their failures onto ``RemoteNotFoundError``, ``RemoteAccessDeniedError`` and
     ``TransientStorageError``; they never retry on their own (``call_with_retries`` owns retrying so
-    that attempt counts are exact). A ``timeout`` bounds one attempt, not the whole operation.
+    that attempt counts are exact). A ``timeout`` bounds one attempt, not the whole operation; for a
+    download it bounds the whole attempt, not each socket read (see ``storage.deadline``).
+
+    Optional, outside the protocol: ``delete(key)``, which a writer needs to overwrite a remote
+    dataset (``exist_ok=True``): its old index.json is deleted before the first new shard.
     """
 
     url: str
@@ -62,6 +66,20 @@ class ObjectStore(Protocol):
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix`` (relative to the root), sorted."""
         ...
+
+    def identity(self, key: str, *, timeout: float | None = None) -> str | None:
+        """An opaque string that changes whenever the object under ``key`` is rewritten (ETag plus
+        last-modified time, or a generation number); None when the store gives no such information."""
+        ...
+
+
+def store_identity(store: object, key: str, *, timeout: float | None = None) -> str | None:
+    """``store.identity(key)``, or None for a store without that method (third-party plugins)."""
+    identity = getattr(store, "identity", None)
+    if identity is None:
+        return None
+    found = identity(key, timeout=timeout)
+    return None if found is None else str(found)
 
 
 def join_key(*parts: str) -> str:

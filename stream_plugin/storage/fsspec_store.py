@@ -167,6 +167,16 @@ class FsspecStore:
         with self._mapped_errors(path, "check"):
             return bool(fs.isfile(path))
 
+    def delete(self, key: str) -> None:
+        """Remove the file; a missing file is not an error (as on S3)."""
+        fs, _ = self.filesystem()
+        path = self.path_of(key)
+        try:
+            with self._mapped_errors(path, "delete"):
+                fs.rm_file(path)
+        except RemoteNotFoundError:
+            pass
+
     def identity(self, key: str, *, timeout: float | None = None) -> str | None:
         """What ``info()`` reports that changes on a rewrite (generation, ETag, modification time); None
         when the filesystem reports none of them (plain HTTP servers often do not)."""

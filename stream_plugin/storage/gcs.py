@@ -249,6 +249,15 @@ class GcsStore:
         with self._mapped_errors(full_key, "check"):
             return bool(self.bucket().blob(full_key).exists(retry=None))
 
+    def delete(self, key: str) -> None:
+        """Remove the object; a missing object is not an error (as on S3)."""
+        full_key = self.full_key(key)
+        try:
+            with self._mapped_errors(full_key, "delete"):
+                self.bucket().blob(full_key).delete(retry=None)
+        except RemoteNotFoundError:
+            pass
+
     def identity(self, key: str, *, timeout: float | None = None) -> str | None:
         """The object's generation: GCS gives every write of an object a new one."""
         full_key = self.full_key(key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +26,7 @@ from stream_plugin.storage.base import (
     TransientStorageError,
     check_key,
 )
+from stream_plugin.storage.deadline import abort_response, attempt_deadline, deadline_error
 
 CHUNK_SIZE = 1 << 20
 TRANSIENT_STATUS = frozenset({408, 425, 429})
@@ -121,16 +123,26 @@ class HttpStore:
     def download(self, key: str, dest: str | os.PathLike[str], *, timeout: float | None = None) -> int:
         """GET the object into ``dest``; a body shorter than ``Content-Length`` is transient."""
         url = self.url_of(key)
+        started = time.monotonic()
+        written = 0
         with (
             self._mapped_errors(url, "download"),
             self._response(url, "GET", timeout) as response,
             open(dest, "wb") as handle,
         ):
             announced = response.headers.get("Content-Length")
-            written = 0
-            for chunk in response.stream(CHUNK_SIZE):
-                handle.write(chunk)
-                written += len(chunk)
+            remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+            with attempt_deadline(remaining, lambda: abort_response(response)) as expired:
+                try:
+                    while chunk := response.read(CHUNK_SIZE):
+                        handle.write(chunk)
+                        written += len(chunk)
+                except Exception as error:
+                    if expired():
+                        raise deadline_error(url, timeout or 0.0, written) from error
+                    raise
+            if expired() and (announced is None or written != int(announced)):
+                raise deadline_error(url, timeout or 0.0, written)
         if announced is not None and written != int(announced):
             raise TransientStorageError(
                 f"Expected {announced} bytes from {url}, found {written} (truncated body); will retry."
@@ -164,6 +176,15 @@ class HttpStore:
                 return True
         except RemoteNotFoundError:
             return False
+
+    def identity(self, key: str, *, timeout: float | None = None) -> str | None:
+        """``ETag`` and ``Last-Modified`` from a HEAD; None when the server sends neither."""
+        url = self.url_of(key)
+        with self._mapped_errors(url, "check"), self._response(url, "HEAD", timeout) as response:
+            etag, modified = response.headers.get("ETag"), response.headers.get("Last-Modified")
+        if etag is None and modified is None:
+            return None
+        return f"etag={etag} modified={modified}"
 
     def list(self, prefix: str = "") -> list[str]:
         """Always fails: HTTP servers have no standard listing."""

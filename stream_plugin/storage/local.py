@@ -101,6 +101,19 @@ class LocalStore:
         """Whether a regular file is stored under ``key``."""
         return self.path_of(key).is_file()
 
+    def identity(self, key: str, *, timeout: float | None = None) -> str | None:
+        """Modification time, size and inode: an atomic rewrite (a new file renamed in) changes them."""
+        source = self.path_of(key)
+        with _mapped_errors(source, "check"):
+            found = source.stat()
+        return f"mtime_ns={found.st_mtime_ns} size={found.st_size} inode={found.st_ino}"
+
+    def delete(self, key: str) -> None:
+        """Remove the file under ``key``; a missing file is not an error."""
+        target = self.path_of(key)
+        with _mapped_errors(target, "delete"):
+            target.unlink(missing_ok=True)
+
     def list(self, prefix: str = "") -> list[str]:
         """Relative ``/``-separated paths of the files under ``prefix``, sorted; temporaries hidden."""
         relative_prefix = check_key(prefix, self.url)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +33,7 @@ from stream_plugin.storage.base import (
     check_key,
     join_key,
 )
+from stream_plugin.storage.deadline import abort_response, attempt_deadline, deadline_error
 
 ENDPOINT_ENV_VARS = ("S3_ENDPOINT_URL", "AWS_ENDPOINT_URL")
 DEFAULT_REGION = "us-east-1"
@@ -287,20 +289,33 @@ class S3Store:
         return join_key(self.prefix, check_key(key, self.url))
 
     def download(self, key: str, dest: str | os.PathLike[str], *, timeout: float | None = None) -> int:
-        """Stream the object into ``dest`` in ``chunk_size`` pieces; verify the length against the header."""
+        """Stream the object into ``dest`` in ``chunk_size`` pieces; verify the length against the header.
+
+        ``timeout`` bounds each socket read and, through ``attempt_deadline``, the whole attempt.
+        """
         full_key = self.full_key(key)
+        started = time.monotonic()
+        written = 0
         with self._mapped_errors(full_key, "download"):
             response = self.client(timeout).get_object(Bucket=self.bucket, Key=full_key)
             expected = int(response["ContentLength"])
             body = response["Body"]
-            written = 0
-            try:
-                with open(dest, "wb") as handle:
-                    for chunk in body.iter_chunks(self.chunk_size):
-                        handle.write(chunk)
-                        written += len(chunk)
-            finally:
-                body.close()
+            remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+            raw = getattr(body, "_raw_stream", body)
+            with attempt_deadline(remaining, lambda: abort_response(raw)) as expired:
+                try:
+                    with open(dest, "wb") as handle:
+                        for chunk in body.iter_chunks(self.chunk_size):
+                            handle.write(chunk)
+                            written += len(chunk)
+                except Exception as error:
+                    if expired():
+                        raise deadline_error(self._describe(full_key), timeout or 0.0, written) from error
+                    raise
+                finally:
+                    body.close()
+            if expired() and written != expected:
+                raise deadline_error(self._describe(full_key), timeout or 0.0, written)
         if written != expected:
             raise TransientStorageError(
                 f"Expected {expected} bytes from {self._describe(full_key)}, found {written} (truncated body); will retry."
@@ -335,6 +350,23 @@ class S3Store:
         except RemoteNotFoundError:
             return False
         return True
+
+    def identity(self, key: str, *, timeout: float | None = None) -> str | None:
+        """ETag and last-modified time of the object (HEAD): they change whenever it is rewritten."""
+        full_key = self.full_key(key)
+        with self._mapped_errors(full_key, "check"):
+            head = self.client(timeout).head_object(Bucket=self.bucket, Key=full_key)
+        etag, modified, version = head.get("ETag"), head.get("LastModified"), head.get("VersionId")
+        if etag is None and modified is None and version is None:
+            return None
+        stamp = modified.isoformat() if modified is not None else None
+        return f"etag={etag} modified={stamp} version={version}"
+
+    def delete(self, key: str) -> None:
+        """Remove the object; a missing object is not an error (S3 semantics)."""
+        full_key = self.full_key(key)
+        with self._mapped_errors(full_key, "delete"):
+            self.client().delete_object(Bucket=self.bucket, Key=full_key)
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix``, relative to the store root, sorted."""

@@ -312,7 +312,8 @@ def test_missing_remote_object_fails_fast_without_retries(
     cache = ShardCache(CacheConfig(local=str(local), remote=url + "-elsewhere"))
     with pytest.raises(RemoteNotFoundError):
         cache.fetch_index()
-    assert remote_proxy.requests["get"] == 1
+    # One request: the HEAD that asks for the index's identity (taken before its download) finds nothing.
+    assert remote_proxy.requests["get"] + remote_proxy.requests["head"] == 1
     assert cache.stats.snapshot().retries == 0
 
 

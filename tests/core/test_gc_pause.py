@@ -53,7 +53,8 @@ def test_parsing_a_large_index_runs_no_collection(collector_on: None) -> None:
         "version": 2,
         "zip_data": None,
     }
-    text = json.dumps({"version": 2, "shards": [shard] * 20_000})
+    shards = [{**shard, "raw_data": {**shard["raw_data"], "basename": f"shard.{i:05}.mds"}} for i in range(20_000)]
+    text = json.dumps({"version": 2, "shards": shards})
     collections: list[int] = []
 
     def count(phase: str, info: dict[str, int]) -> None:

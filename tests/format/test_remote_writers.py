@@ -70,3 +70,10 @@ def test_merge_index_combines_parallel_remote_writers(remote: Remote, tmp_path: 
     assert "merged/index.json" in remote.keys("merged/")
     dataset = StreamingDataset(remote=remote.url("merged"), local=str(tmp_path / "cache"), batch_size=10)
     assert sorted(sample["id"] for sample in dataset) == list(range(300))
+
+
+def test_exist_ok_overwrites_a_dataset_on_every_store(remote: Remote, tmp_path: Path) -> None:
+    write(remote.url("again"), count=120)
+    write(remote.url("again"), count=40, start=5000, exist_ok=True)
+    dataset = StreamingDataset(remote=remote.url("again"), local=str(tmp_path / "cache"), batch_size=10)
+    assert sorted(int(sample["id"]) for sample in dataset) == list(range(5000, 5040))

@@ -256,6 +256,12 @@ class FailingStore:
             raise StorageError(f"mock://bucket/dataset/{key}: access denied")
         self.uploaded.append(key)
 
+    def exists(self, key: str) -> bool:
+        return False  # an empty remote: the writer checks before its first upload
+
+    def list(self, prefix: str = "") -> list[str]:
+        return []
+
 
 def test_an_upload_failure_raises_and_never_uploads_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

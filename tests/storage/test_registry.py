@@ -50,6 +50,9 @@ class MemStore:
     def list(self, prefix=""):
         return sorted(key for key in self.objects if key.startswith(prefix))
 
+    def identity(self, key, *, timeout=None):
+        return None
+
 
 def open_mem_store(url, **options):
     return MemStore(url, **options)
