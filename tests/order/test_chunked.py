@@ -7,10 +7,12 @@ import pytest
 
 from stream_plugin.errors import StateError
 from stream_plugin.order.chunked import plan_rank_batches
-from stream_plugin.order.layout import AllSamples, DatasetShape
-from stream_plugin.order.partition import RankBatches, rank_worker_batches
+from stream_plugin.order.layout import AllSamples, DatasetShape, group_runs
+from stream_plugin.order.partition import RankBatches, rank_last_size, rank_worker_batches, split_tail
 from stream_plugin.order.plan import OrderConfig, plan_epoch
 from stream_plugin.order.random import rng_for
+from stream_plugin.order.shuffle import SpanKey, get_shuffle
+from stream_plugin.order.span_reader import SpanReader
 from stream_plugin.order.topology import Topology
 
 ALGORITHMS = ("none", "permute", "block", "intra_shard")
@@ -161,3 +163,27 @@ def test_chunked_planning_refuses_a_position_past_the_epoch() -> None:
             global_batch_size=2,
             topology=Topology(),
         )
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_span_reader_skip_then_read_matches_the_whole_shuffled_span(algorithm: str) -> None:
+    shape = _shape([[7, 30, 2, 55, 11, 40]])
+    runs = group_runs(shape, [AllSamples(145)], [0])
+    key = SpanKey(seed=3, epoch=1, span=(0, 0), block_size=9)
+    whole = np.empty(120, dtype=np.int64)
+    bounds = runs.copy_range(20, 140, whole)
+    get_shuffle(algorithm)(whole, bounds, key)
+    for skip, read, piece in [(0, 120, 10), (37, 50, 4), (100, 20, 1000), (119, 1, 3)]:
+        reader = SpanReader(runs, 20, 140, key, algorithm, np.dtype(np.int64), piece_samples=piece)
+        reader.skip(skip)
+        np.testing.assert_array_equal(reader.read(read), whole[skip : skip + read])
+        assert reader.position == skip + read
+
+
+@pytest.mark.parametrize("tail_size", [1, 5, 8, 13])
+def test_rank_last_size_matches_split_tail(tail_size: int) -> None:
+    tail = np.arange(tail_size)
+    for ranks in (1, 3, 4, 8):
+        for rank in range(ranks):
+            last, real = split_tail(tail, ranks, rank)
+            assert rank_last_size(tail_size, ranks, rank) == (len(last), real)
