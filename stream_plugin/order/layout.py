@@ -22,6 +22,8 @@ from stream_plugin.order.random import rng_for
 
 # Sortedness is checked in chunks so the check never allocates a whole-epoch temporary.
 _CHECK_CHUNK = 1 << 22
+# Past this many shard runs in one range, ``copy_range`` gathers with whole-array operations.
+_LOOP_RUNS_MAX = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,11 +135,31 @@ class ShardRuns:
         first = int(np.searchsorted(self.cum, begin, side="right")) - 1
         last = int(np.searchsorted(self.cum, end, side="left"))  # exclusive run index
         bounds = np.clip(self.cum[first : last + 1], begin, end) - begin  # (k + 1,)
+        if last - first > _LOOP_RUNS_MAX:
+            self._copy_runs_vectorised(first, last, begin, bounds, out)
+            return bounds
         for run, lo, hi in zip(range(first, last), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             base = int(self.start[run]) + (begin - int(self.cum[run]) if run == first else 0)
             local = self.chosen[int(self.stream[run])][base : base + hi - lo]
             np.add(local, int(self.id_offset[run]), out=out[lo:hi], casting="unsafe")
         return bounds
+
+    def _copy_runs_vectorised(
+        self, first: int, last: int, begin: int, bounds: np.ndarray, out: np.ndarray
+    ) -> None:
+        """``copy_range``'s loop over runs [first, last) as a few whole-array operations per stream."""
+        lengths = np.diff(bounds)  # (k,)
+        base = self.start[first:last].copy()  # (k,) position in ``chosen`` of each piece's first id
+        base[0] += begin - int(self.cum[first])
+        # Position in its ``chosen`` array of every output id: base of its piece + offset in the piece.
+        position = np.arange(len(out), dtype=np.int64) + np.repeat(base - bounds[:-1], lengths)  # (n,)
+        offset = np.repeat(self.id_offset[first:last], lengths)  # (n,)
+        streams = self.stream[first:last]
+        for stream in np.unique(streams).tolist():
+            chosen = self.chosen[stream]
+            mask = np.repeat(streams == stream, lengths)  # (n,)
+            local = position[mask] if isinstance(chosen, AllSamples) else chosen[position[mask]]
+            out[mask] = local + offset[mask]
 
 
 def _check_chosen(stream: int, chosen: Chosen, num_samples: int) -> None:

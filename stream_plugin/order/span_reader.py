@@ -50,7 +50,8 @@ class SpanReader:
         self._bounds = self._segment_bounds()  # int64 (num_segments + 1,) or None: built whole
         self._next_segment = 0
         self._rng: np.random.Generator | None = None
-        if self._bounds is not None:
+        self._vectorised = False
+        if self._bounds is not None and algorithm in _SEGMENTED:
             self._rng = rng_for(key.seed, key.epoch, _SEGMENTED[algorithm], *key.span)
             self._vectorised = len(self._bounds) - 1 > _LOOP_SEGMENTS_MAX
 
@@ -59,6 +60,9 @@ class SpanReader:
         return self._position
 
     def _segment_bounds(self) -> np.ndarray | None:
+        if self._algorithm == "none":  # no shuffle: any cut will do; pieces of the piece size
+            bounds = np.arange(0, self._length, self._piece_samples, dtype=np.int64)
+            return np.append(bounds, self._length)
         if self._algorithm == "block":
             bounds = np.arange(0, self._length, self._key.block_size, dtype=np.int64)  # (num_blocks,)
             return np.append(bounds, self._length)
@@ -103,9 +107,11 @@ class SpanReader:
 
     def _advance_to(self, segment: int) -> None:
         """Make the generator's draws of segments [_next_segment, segment) without their samples."""
-        assert self._bounds is not None and self._rng is not None
+        assert self._bounds is not None
         lengths = np.diff(self._bounds[self._next_segment : segment + 1])  # (k,)
-        if self._vectorised:
+        if self._rng is None:  # nothing drawn: nothing to replay
+            pass
+        elif self._vectorised:
             self._rng.bit_generator.advance(int(lengths.sum()))  # type: ignore[attr-defined]
         else:
             scratch = np.empty(int(lengths.max()) if len(lengths) else 0, dtype=np.uint8)
@@ -138,7 +144,8 @@ class SpanReader:
 
     def _shuffle_segments(self, piece: np.ndarray, bounds: np.ndarray, first_segment: int) -> None:
         """``shuffle.shuffle_segments`` for a run of whole segments, drawing where the whole span would."""
-        assert self._rng is not None
+        if self._rng is None:  # ``none``: the span stays in shard order
+            return
         if not self._vectorised:
             for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
                 if stop - start > 1:

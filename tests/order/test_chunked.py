@@ -7,7 +7,7 @@ import pytest
 
 from stream_plugin.errors import StateError
 from stream_plugin.order.chunked import plan_rank_batches
-from stream_plugin.order.layout import AllSamples, DatasetShape, group_runs
+from stream_plugin.order.layout import AllSamples, DatasetShape, group_runs, shuffled_shard_order
 from stream_plugin.order.partition import RankBatches, rank_last_size, rank_worker_batches, split_tail
 from stream_plugin.order.plan import OrderConfig, plan_epoch
 from stream_plugin.order.random import rng_for
@@ -187,3 +187,23 @@ def test_rank_last_size_matches_split_tail(tail_size: int) -> None:
         for rank in range(ranks):
             last, real = split_tail(tail, ranks, rank)
             assert rank_last_size(tail_size, ranks, rank) == (len(last), real)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_copy_range_of_many_runs_matches_the_runs_one_by_one(lazy: bool) -> None:
+    """Past 64 runs ``copy_range`` gathers with whole-array operations; the ids must be the loop's."""
+    sizes = [[3, 1, 4, 1, 5, 9, 2, 6] * 20, [5, 3, 5] * 30]
+    shape = _shape(sizes)
+    chosen: list = [AllSamples(int(np.sum(s))) for s in sizes] if lazy else _chosen(shape, upsample=True)  # type: ignore[type-arg]
+    runs = shuffled_shard_order(group_runs(shape, chosen, [0, 1]), seed=5, epoch=0, group=0)
+    expected = np.concatenate(
+        [
+            np.asarray(chosen[int(s)][int(a) : int(b)]) + int(o)
+            for s, a, b, o in zip(runs.stream, runs.start, runs.stop, runs.id_offset, strict=True)
+        ]
+    )
+    for begin, end in [(0, runs.num_samples), (7, runs.num_samples - 3), (100, 400), (2, 5)]:
+        out = np.empty(end - begin, dtype=np.int32)
+        bounds = runs.copy_range(begin, end, out)
+        np.testing.assert_array_equal(out, expected[begin:end])
+        assert bounds[0] == 0 and bounds[-1] == end - begin
