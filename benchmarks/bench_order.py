@@ -73,6 +73,60 @@ def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) ->
     return _planning_figures(num_samples, seconds, peak, rss_before, rss_after_imports)
 
 
+def run_rank(
+    num_samples: int,
+    algo: str,
+    nodes: int,
+    batch: int,
+    shards: int,
+    ranks: int = 8,
+    workers: int = 0,
+    resume: float = 0.0,
+) -> dict[str, float]:
+    """Plan rank 0 (worker 0)'s share of one epoch by chunked planning, in this process, and measure it.
+
+    The input is ``AllSamples`` (every sample once), as the dataset hands it over: no id array.
+    ``resume`` is the fraction of the epoch already consumed (rounded down to whole global batches).
+    """
+    import numpy as np
+
+    from stream_plugin.order.chunked import plan_rank_batches
+    from stream_plugin.order.layout import AllSamples, DatasetShape
+    from stream_plugin.order.plan import OrderConfig
+    from stream_plugin.order.topology import Topology
+
+    rss_after_imports = peak_rss_mib()
+    per_shard = -(-num_samples // shards)
+    sizes = np.full(shards, per_shard, dtype=np.int64)
+    sizes[-1] = num_samples - per_shard * (shards - 1)
+    shape = DatasetShape(sizes, np.zeros(shards, dtype=np.int64))
+    config = OrderConfig(
+        shuffle=algo != "none", shuffle_algo=algo, num_canonical_nodes=nodes, global_batch_size=batch
+    )
+    topology = Topology(num_nodes=1, ranks_per_node=ranks, workers_per_rank=workers)
+    consumed = int(num_samples * resume) // batch * batch
+    rss_before = peak_rss_mib()
+    cpu_start = time.process_time()
+    start = time.perf_counter()
+    batches = plan_rank_batches(
+        shape,
+        [AllSamples(num_samples)],
+        config,
+        1,
+        consumed=consumed,
+        global_batch_size=batch,
+        topology=topology,
+    )
+    seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu_start
+    peak = peak_rss_mib()
+    expected = (num_samples - consumed) // batch // max(workers, 1)
+    assert abs(len(batches.full) - expected) <= 1, (len(batches.full), expected)
+    figures = _planning_figures(num_samples, seconds, peak, rss_before, rss_after_imports)
+    figures["cpu_seconds"] = cpu_seconds  # the process's own CPU time: steadier than wall on a shared machine
+    return figures
+
+
 def _planning_figures(
     num_samples: int, seconds: float, peak: float, rss_before: float, rss_after_imports: float
 ) -> dict[str, float]:
@@ -215,19 +269,45 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=8, help="num_canonical_nodes")
     parser.add_argument("--batch", type=int, default=256, help="global batch size")
     parser.add_argument("--shards", type=int, default=10_000)
+    parser.add_argument(
+        "--rank",
+        action="store_true",
+        help="chunked planning of rank 0's share (of --ranks ranks, --workers workers) instead of plan_epoch",
+    )
+    parser.add_argument("--ranks", type=int, default=8, help="data-parallel ranks (with --rank)")
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader workers per rank (with --rank)")
+    parser.add_argument(
+        "--resume", type=float, default=0.0, help="fraction of the epoch consumed (with --rank)"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run a single size in this process
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(parse_size(args.one), args.algo, args.nodes, args.batch, args.shards)))
+        size = parse_size(args.one)
+        if args.rank:
+            result = run_rank(
+                size, args.algo, args.nodes, args.batch, args.shards, args.ranks, args.workers, args.resume
+            )
+        else:
+            result = run_one(size, args.algo, args.nodes, args.batch, args.shards)
+        print(json.dumps(result))
         return
-    print(f"plan_epoch, shuffle_algo={args.algo}, C={args.nodes}, G={args.batch}, {args.shards} shards")
-    print(f"{'samples':>12} {'seconds':>8} {'peak RSS MiB':>13} {'RSS before':>11}")
+    what = (
+        f"chunked, rank 0 of {args.ranks}, {args.workers} workers, resume at {args.resume:.0%}"
+        if args.rank
+        else "plan_epoch"
+    )
+    print(f"{what}, shuffle_algo={args.algo}, C={args.nodes}, G={args.batch}, {args.shards} shards")
+    print(f"{'samples':>12} {'seconds':>8} {'CPU s':>6} {'peak RSS MiB':>13} {'RSS before':>11}")
     for size in args.sizes:
         command = [sys.executable, __file__, "--one", size, "--algo", args.algo]
         command += ["--nodes", str(args.nodes), "--batch", str(args.batch), "--shards", str(args.shards)]
+        if args.rank:
+            command += ["--rank", "--ranks", str(args.ranks), "--workers", str(args.workers)]
+            command += ["--resume", str(args.resume)]
         result = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
         print(
-            f"{result['samples']:>12,} {result['seconds']:>8.2f} {result['peak_rss_mib']:>13.0f} "
+            f"{result['samples']:>12,} {result['seconds']:>8.2f} {result.get('cpu_seconds', float('nan')):>6.2f} "
+            f"{result['peak_rss_mib']:>13.0f} "
             f"{result['rss_before_mib']:>11.0f}"
         )
 

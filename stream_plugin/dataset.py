@@ -31,7 +31,12 @@ from stream_plugin.errors import ConfigError, ConfigTypeError, StateError
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.iteration import read_samples
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
-from stream_plugin.order.partition import rank_worker_batches, remaining_global_batches, split_tail
+from stream_plugin.order.partition import (
+    check_consumed_count,
+    needs_rechunk,
+    rank_last_size,
+    remaining_counts,
+)
 from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
 from stream_plugin.sample_access import select_samples
@@ -201,7 +206,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
             epoch_size=epoch_size_value,
             seed=self.shuffle_seed,
         )
-        resolve_stream_weights(self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch)
+        resolve_stream_weights(
+            self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch
+        )
         self._planner = EpochPlanner(
             self._table,
             self._samples_per_stream_per_epoch,
@@ -391,10 +398,19 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     def _batches_in_pass(self, plan: IterationPlan) -> int:
         """How many batches every rank yields in the pass ``plan`` (fewer than ``len(loader)`` on resume)."""
-        remaining = remaining_global_batches(
-            self._order(plan), consumed=plan.start, global_batch_size=self.global_batch_size
+        full, tail = self._remaining_counts(plan)
+        return full + (1 if tail and not self.drop_last else 0)
+
+    def _remaining_counts(self, plan: IterationPlan) -> tuple[int, int]:
+        """``(whole global batches, samples of a partial last one)`` of ``plan``'s pass, without planning it."""
+        check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
+        epoch_batch_size = plan.epoch_batch_size
+        samples = self.samples_in_epoch(epoch_batch_size)
+        consumed = check_consumed_count(
+            samples, -(-samples // epoch_batch_size), epoch_batch_size, plan.start
         )
-        return remaining.num_batches(drop_last=self.drop_last)
+        needs_rechunk(self.batching_method, epoch_batch_size, self.global_batch_size, consumed)
+        return remaining_counts(samples, consumed=consumed, global_batch_size=self.global_batch_size)
 
     def _samples_in_epoch(self, plan: IterationPlan) -> int:
         """Samples in the epoch of ``plan``: the largest position a state can hold."""
@@ -413,14 +429,10 @@ class StreamingDataset(MosaicNames, IterableDataset):
     def _last_batch_of_pass(self, plan: IterationPlan) -> tuple[int, int]:
         """``(size, samples before the rank-balance repeats)`` of this rank's last batch in ``plan``'s
         pass when it is a short one, else ``(0, 0)``."""
-        remaining = remaining_global_batches(
-            self._order(plan), consumed=plan.start, global_batch_size=self.global_batch_size
-        )
-        if self.drop_last or not len(remaining.tail):
+        _, tail = self._remaining_counts(plan)
+        if self.drop_last or not tail:
             return 0, 0
-        rank = self.world.rank // self.replication
-        last, real = split_tail(remaining.tail, self.data_parallel_size, rank)
-        return len(last), real
+        return rank_last_size(tail, self.data_parallel_size, self.world.rank // self.replication)
 
     def _order(self, plan: IterationPlan) -> EpochOrder:
         check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
@@ -530,8 +542,12 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
         """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""
-        batches = rank_worker_batches(
-            self._order(plan),
+        check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
+        batches = self._planner.rank_batches(
+            plan.epoch,
+            epoch_batch_size=plan.epoch_batch_size,
+            num_canonical_nodes=plan.num_canonical_nodes,
+            device_batch_size=self._device_batch_size(),
             consumed=plan.start,
             global_batch_size=self.global_batch_size,
             topology=topology,

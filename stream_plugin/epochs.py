@@ -1,6 +1,8 @@
 """From dataset shape and settings to each epoch's global order: the glue over the pure ``order`` maths.
 
-It keeps the last orders it built, because every DataLoader worker of an epoch needs the same one.
+A process reading an epoch plans only its own batches (``rank_batches``, chunked planning), so its
+memory follows its share of the epoch. ``order`` builds the whole order (for checks and tools) and
+keeps the last ones it built.
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_plugin.order.batching import epoch_batches
+from stream_plugin.order.chunked import plan_rank_batches
+from stream_plugin.order.layout import AllSamples, Chosen
+from stream_plugin.order.partition import RankBatches
 from stream_plugin.order.plan import DatasetShape, EpochOrder, OrderConfig, plan_epoch
 from stream_plugin.order.sampling import epoch_samples
+from stream_plugin.order.topology import Topology
 from stream_plugin.shard_table import ShardTable
 
 _KEEP_ORDERS = 2
@@ -73,15 +79,18 @@ class EpochPlanner:
             epoch=epoch,
         )
 
-    def order(
-        self, epoch: int, *, global_batch_size: int, num_canonical_nodes: int, device_batch_size: int
-    ) -> EpochOrder:
-        key = (epoch, global_batch_size, num_canonical_nodes, device_batch_size)
-        found = self._orders.get(key)
-        if found is not None:
-            return found
+    def _planning_chosen(self, epoch: int) -> list[Chosen]:
+        """``chosen_samples``, with ``AllSamples`` for a stream that gives each sample once (no array)."""
+        sizes = self._table.samples_per_stream
+        if np.array_equal(np.asarray(sizes), np.asarray(self._counts)):
+            return [AllSamples(int(size)) for size in np.asarray(sizes).tolist()]
+        return list(self.chosen_samples(epoch))
+
+    def _config(
+        self, *, global_batch_size: int, num_canonical_nodes: int, device_batch_size: int
+    ) -> OrderConfig:
         settings = self._settings
-        config = OrderConfig(
+        return OrderConfig(
             shuffle=settings.shuffle,
             shuffle_algo=settings.shuffle_algo,
             shuffle_seed=settings.shuffle_seed,
@@ -91,8 +100,51 @@ class EpochPlanner:
             global_batch_size=global_batch_size,
             device_batch_size=device_batch_size,
         )
-        order = plan_epoch(self._shape, self.chosen_samples(epoch), config, epoch)
+
+    def order(
+        self, epoch: int, *, global_batch_size: int, num_canonical_nodes: int, device_batch_size: int
+    ) -> EpochOrder:
+        """The whole order of ``epoch`` (every rank's batches), for an epoch begun with ``global_batch_size``."""
+        key = (epoch, global_batch_size, num_canonical_nodes, device_batch_size)
+        found = self._orders.get(key)
+        if found is not None:
+            return found
+        config = self._config(
+            global_batch_size=global_batch_size,
+            num_canonical_nodes=num_canonical_nodes,
+            device_batch_size=device_batch_size,
+        )
+        order = plan_epoch(self._shape, self._planning_chosen(epoch), config, epoch)
         self._orders[key] = order
         while len(self._orders) > _KEEP_ORDERS:
             self._orders.popitem(last=False)
         return order
+
+    def rank_batches(
+        self,
+        epoch: int,
+        *,
+        epoch_batch_size: int,
+        num_canonical_nodes: int,
+        device_batch_size: int,
+        consumed: int,
+        global_batch_size: int,
+        topology: Topology,
+        drop_last: bool,
+    ) -> RankBatches:
+        """What ``topology``'s (rank, worker) reads of ``epoch`` from ``consumed`` on, planning only that."""
+        config = self._config(
+            global_batch_size=epoch_batch_size,
+            num_canonical_nodes=num_canonical_nodes,
+            device_batch_size=device_batch_size,
+        )
+        return plan_rank_batches(
+            self._shape,
+            self._planning_chosen(epoch),
+            config,
+            epoch,
+            consumed=consumed,
+            global_batch_size=global_batch_size,
+            topology=topology,
+            drop_last=drop_last,
+        )

@@ -3,6 +3,8 @@
 Nothing here does I/O, reads the environment or touches torch.distributed.
 """
 
+from stream_plugin.order.chunked import plan_rank_batches
+from stream_plugin.order.layout import AllSamples
 from stream_plugin.order.mixing import StreamWeight, WeightScheme, samples_per_stream, validate_weights
 from stream_plugin.order.partition import (
     PassBatches,
@@ -17,6 +19,7 @@ from stream_plugin.order.topology import Topology
 
 __all__ = [
     "SAMPLING_METHODS",
+    "AllSamples",
     "EpochOrder",
     "OrderConfig",
     "PassBatches",
@@ -29,6 +32,7 @@ __all__ = [
     "epoch_stream_samples",
     "permute",
     "plan_epoch",
+    "plan_rank_batches",
     "random_bits",
     "rank_worker_batches",
     "remaining_global_batches",

@@ -22,6 +22,8 @@ from stream_plugin.order.random import rng_for
 
 # Sortedness is checked in chunks so the check never allocates a whole-epoch temporary.
 _CHECK_CHUNK = 1 << 22
+# Past this many shard runs in one range, ``copy_range`` gathers with whole-array operations.
+_LOOP_RUNS_MAX = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,11 +73,32 @@ class DatasetShape:
         return int(first), int(stop)
 
 
+@dataclass(frozen=True)
+class AllSamples:
+    """Every stream-local id of a stream once, ascending: ``np.arange(size)``, never materialised.
+
+    A sampler hands this over instead of an array when a stream contributes each of its samples
+    exactly once, so planning a billion-sample epoch does not start with an 8 GB id array.
+    """
+
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, piece: slice) -> np.ndarray:
+        start, stop, step = piece.indices(self.size)
+        return np.arange(start, stop, step, dtype=np.int64)
+
+
+Chosen = np.ndarray | AllSamples  # one stream's chosen stream-local ids, sorted
+
+
 @dataclass(frozen=True, eq=False)
 class ShardRuns:
     """One group's chosen samples as runs of consecutive chosen ids of one shard, in read order."""
 
-    chosen: tuple[np.ndarray, ...]  # per stream: sorted stream-local ids (n_s,)
+    chosen: tuple[Chosen, ...]  # per stream: sorted stream-local ids (n_s,)
     stream: np.ndarray  # int64 (R,): which ``chosen`` array the run slices
     start: np.ndarray  # int64 (R,): run = chosen[stream][start:stop]
     stop: np.ndarray  # int64 (R,)
@@ -112,14 +135,41 @@ class ShardRuns:
         first = int(np.searchsorted(self.cum, begin, side="right")) - 1
         last = int(np.searchsorted(self.cum, end, side="left"))  # exclusive run index
         bounds = np.clip(self.cum[first : last + 1], begin, end) - begin  # (k + 1,)
+        if last - first > _LOOP_RUNS_MAX:
+            self._copy_runs_vectorised(first, last, begin, bounds, out)
+            return bounds
         for run, lo, hi in zip(range(first, last), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             base = int(self.start[run]) + (begin - int(self.cum[run]) if run == first else 0)
             local = self.chosen[int(self.stream[run])][base : base + hi - lo]
             np.add(local, int(self.id_offset[run]), out=out[lo:hi], casting="unsafe")
         return bounds
 
+    def _copy_runs_vectorised(
+        self, first: int, last: int, begin: int, bounds: np.ndarray, out: np.ndarray
+    ) -> None:
+        """``copy_range``'s loop over runs [first, last) as a few whole-array operations per stream."""
+        lengths = np.diff(bounds)  # (k,)
+        base = self.start[first:last].copy()  # (k,) position in ``chosen`` of each piece's first id
+        base[0] += begin - int(self.cum[first])
+        # Position in its ``chosen`` array of every output id: base of its piece + offset in the piece.
+        position = np.arange(len(out), dtype=np.int64) + np.repeat(base - bounds[:-1], lengths)  # (n,)
+        offset = np.repeat(self.id_offset[first:last], lengths)  # (n,)
+        streams = self.stream[first:last]
+        for stream in np.unique(streams).tolist():
+            chosen = self.chosen[stream]
+            mask = np.repeat(streams == stream, lengths)  # (n,)
+            local = position[mask] if isinstance(chosen, AllSamples) else chosen[position[mask]]
+            out[mask] = local + offset[mask]
 
-def _check_chosen(stream: int, chosen: np.ndarray, num_samples: int) -> None:
+
+def _check_chosen(stream: int, chosen: Chosen, num_samples: int) -> None:
+    if isinstance(chosen, AllSamples):
+        if chosen.size != num_samples:
+            raise ConfigError(
+                f"chosen_per_stream[{stream}]: expected AllSamples({num_samples}) (every sample of the "
+                f"stream), found AllSamples({chosen.size}); pass an id array for a subset"
+            )
+        return
     if chosen.ndim != 1 or chosen.dtype.kind not in "iu":
         raise ConfigError(
             f"chosen_per_stream[{stream}]: expected a 1-D integer array, found shape {chosen.shape} "
@@ -141,20 +191,25 @@ def _check_chosen(stream: int, chosen: np.ndarray, num_samples: int) -> None:
             )
 
 
-def group_runs(
-    shape: DatasetShape, chosen_per_stream: Sequence[np.ndarray], streams: Sequence[int]
-) -> ShardRuns:
+def _as_chosen(chosen: object) -> Chosen:
+    return chosen if isinstance(chosen, AllSamples) else np.asarray(chosen)
+
+
+def group_runs(shape: DatasetShape, chosen_per_stream: Sequence[Chosen], streams: Sequence[int]) -> ShardRuns:
     """The runs of ``streams``' chosen samples, in natural shard order."""
     offsets = shape.shard_offsets  # (num_shards + 1,)
     pieces: list[tuple[np.ndarray, ...]] = []
     for stream in streams:
         first, stop = shape.stream_shard_range(stream)
         stream_base = offsets[first]
-        chosen = np.asarray(chosen_per_stream[stream])
+        chosen = _as_chosen(chosen_per_stream[stream])
         _check_chosen(stream, chosen, int(offsets[stop] - stream_base))
         # Stream-local offset of each of the stream's shards, and where its ids fall in ``chosen``.
         local_edges = offsets[first : stop + 1] - stream_base  # (k + 1,)
-        cut = np.searchsorted(chosen, local_edges).astype(np.int64)  # (k + 1,)
+        if isinstance(chosen, AllSamples):
+            cut = local_edges.astype(np.int64)  # id i sits at position i
+        else:
+            cut = np.searchsorted(chosen, local_edges).astype(np.int64)  # (k + 1,)
         keep = cut[1:] > cut[:-1]  # shards with no chosen sample make no run
         count = int(keep.sum())
         pieces.append(
@@ -170,7 +225,7 @@ def group_runs(
         np.concatenate([p[i] for p in pieces]) if pieces else np.zeros(0, dtype=np.int64) for i in range(5)
     )
     return ShardRuns(
-        chosen=tuple(np.asarray(c) for c in chosen_per_stream),
+        chosen=tuple(_as_chosen(c) for c in chosen_per_stream),
         stream=stream_ids,
         start=start,
         stop=stop_,

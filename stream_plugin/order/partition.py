@@ -38,6 +38,18 @@ def device_batch_size(global_batch_size: int, topology: Topology) -> int:
     return global_batch_size // ranks
 
 
+def checked_device_batch_size(planned: int | None, global_batch_size: int, topology: Topology) -> int:
+    """B for ``topology``; a StateError when the epoch was planned for another one (``planned``)."""
+    B = device_batch_size(global_batch_size, topology)
+    if planned is not None and planned != B:
+        raise StateError(
+            f"device batch size: expected {planned} (batching_method='device_per_stream' "
+            f"planned this epoch for it), found {B} = {global_batch_size} / {topology.data_parallel_size} "
+            "data-parallel ranks; resume on the same data-parallel size or start a new epoch"
+        )
+    return B
+
+
 @dataclass(frozen=True, eq=False)
 class PassBatches:
     """The global batches of a pass: whole ones, then the samples of a partial last one."""
@@ -75,14 +87,47 @@ class RankBatches:
 
 def check_consumed(order: EpochOrder, consumed: object) -> int:
     """``consumed`` as an int in [0, samples of the epoch]; a StateError otherwise."""
+    return check_consumed_count(order.num_samples, order.num_batches, order.global_batch_size, consumed)
+
+
+def check_consumed_count(num_samples: int, num_batches: int, epoch_batch_size: int, consumed: object) -> int:
+    """``consumed`` as an int in [0, num_samples] for an epoch of ``num_batches`` batches; a StateError otherwise."""
     valid_int = isinstance(consumed, (int, np.integer)) and not isinstance(consumed, (bool, np.bool_))
-    if not valid_int or not 0 <= consumed <= order.num_samples:  # type: ignore[operator]
+    if not valid_int or not 0 <= consumed <= num_samples:  # type: ignore[operator]
         raise StateError(
-            f"consumed: expected an int in [0, {order.num_samples}] (samples in this epoch's "
-            f"{order.num_batches} batches of {order.global_batch_size}), found {consumed!r}; pass the global "
+            f"consumed: expected an int in [0, {num_samples}] (samples in this epoch's "
+            f"{num_batches} batches of {epoch_batch_size}), found {consumed!r}; pass the global "
             "count of samples consumed in the current epoch, and check the state belongs to this dataset and epoch"
         )
     return int(consumed)  # type: ignore[call-overload]
+
+
+def needs_rechunk(batching_method: str, epoch_batch_size: int, global_batch_size: int, consumed: int) -> bool:
+    """Whether the rest of the epoch must be cut into new batches (G changed, or a mid-batch position);
+    a StateError for the batching methods whose batches cannot be re-cut."""
+    if global_batch_size == epoch_batch_size and consumed % epoch_batch_size == 0:
+        return False
+    if batching_method in ("per_stream", "device_per_stream"):
+        raise StateError(
+            f"global_batch_size: expected {epoch_batch_size} with consumed a multiple of it for batching_method="
+            f"{batching_method!r}, found global_batch_size={global_batch_size}, consumed={consumed}; "
+            "re-chunking would mix streams inside a batch: finish this epoch with the old batch size"
+        )
+    return True
+
+
+def remaining_counts(num_samples: int, *, consumed: int, global_batch_size: int) -> tuple[int, int]:
+    """``(whole global batches, samples of the partial last one)`` still to come after ``consumed``."""
+    return divmod(num_samples - consumed, global_batch_size)
+
+
+def rank_last_size(tail_size: int, data_parallel_size: int, rank: int) -> tuple[int, int]:
+    """``(len, real)`` of ``split_tail``'s share for a tail of ``tail_size`` samples, without the samples."""
+    if not tail_size:
+        return 0, 0
+    base, extra = divmod(tail_size, data_parallel_size)
+    real = base + (1 if rank < extra else 0)
+    return real + (1 if extra and real == base else 0), real
 
 
 def remaining_global_batches(order: EpochOrder, *, consumed: int, global_batch_size: int) -> PassBatches:
@@ -95,14 +140,8 @@ def remaining_global_batches(order: EpochOrder, *, consumed: int, global_batch_s
     """
     G = order.global_batch_size
     consumed = check_consumed(order, consumed)
-    if global_batch_size == G and consumed % G == 0:
+    if not needs_rechunk(order.batching_method, G, global_batch_size, consumed):
         return PassBatches(order.batches[consumed // G : order.full_batches], order.tail)
-    if order.batching_method in ("per_stream", "device_per_stream"):
-        raise StateError(
-            f"global_batch_size: expected {G} with consumed a multiple of it for batching_method="
-            f"{order.batching_method!r}, found global_batch_size={global_batch_size}, consumed={consumed}; "
-            "re-chunking would mix streams inside a batch: finish this epoch with the old batch size"
-        )
     remainder = order.real_flat()[consumed:]  # (m,)
     num_full = len(remainder) // global_batch_size
     full = remainder[: num_full * global_batch_size].reshape(num_full, global_batch_size)
@@ -142,13 +181,7 @@ def rank_worker_batches(
     Ranks in one replication group get identical batches. Every data-parallel rank gets the same
     number of batches; workers of a rank interleave (worker w takes every W-th batch from w).
     """
-    B = device_batch_size(global_batch_size, topology)
-    if order.device_batch_size is not None and order.device_batch_size != B:
-        raise StateError(
-            f"device batch size: expected {order.device_batch_size} (batching_method='device_per_stream' "
-            f"planned this epoch for it), found {B} = {global_batch_size} / {topology.data_parallel_size} "
-            "data-parallel ranks; resume on the same data-parallel size or start a new epoch"
-        )
+    B = checked_device_batch_size(order.device_batch_size, global_batch_size, topology)
     batches = remaining_global_batches(order, consumed=consumed, global_batch_size=global_batch_size)
     d, W = topology.data_parallel_rank, topology.num_workers
     rank_full = batches.full[:, d * B : (d + 1) * B]  # (n, B)

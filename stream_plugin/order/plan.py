@@ -25,7 +25,14 @@ import numpy as np
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod, SlotPlan, plan_slots
-from stream_plugin.order.layout import DatasetShape, ShardRuns, group_runs, shuffled_shard_order, slot_ranges
+from stream_plugin.order.layout import (
+    Chosen,
+    DatasetShape,
+    ShardRuns,
+    group_runs,
+    shuffled_shard_order,
+    slot_ranges,
+)
 from stream_plugin.order.shuffle import SpanKey, canonical_shuffle_name, default_block_size, get_shuffle
 
 # Spans are shuffled in this dtype when every global id fits: half the memory of int64.
@@ -214,15 +221,25 @@ def _assemble_groups(
             begin[group] += length
 
 
-def plan_epoch(
-    shape: DatasetShape, chosen_per_stream: Sequence[np.ndarray], config: OrderConfig, epoch: int
-) -> EpochOrder:
-    """The global sample order of ``epoch``: global batches of global sample ids.
+@dataclass(frozen=True, eq=False)
+class EpochLayout:
+    """Everything an epoch's order is built from, before any span is shuffled: cheap to compute."""
 
-    ``chosen_per_stream[s]`` holds stream s's chosen stream-local sample ids for this epoch, sorted
-    (repeats for upsampling). The result does not depend on nodes, ranks or workers. Batching methods
-    that keep whole batches only (all but ``random``) leave the rest of a stream out of the epoch.
-    """
+    slots: SlotPlan
+    runs_per_group: tuple[ShardRuns, ...]  # each group's runs in this epoch's shard order
+    edges: np.ndarray  # int64 (C + 1,): slot ranges of the canonical nodes
+    dtype: np.dtype  # spans are shuffled in this dtype
+
+    @property
+    def num_samples(self) -> int:
+        """Samples in the epoch: every slot but the empty ones of a partial last batch."""
+        return self.slots.num_batches * int(self.edges[-1]) - int(self.slots.pad_per_node.sum())
+
+
+def epoch_layout(
+    shape: DatasetShape, chosen_per_stream: Sequence[Chosen], config: OrderConfig, epoch: int
+) -> EpochLayout:
+    """Check the inputs, plan the slots and lay out each group's runs in this epoch's shard order."""
     if len(chosen_per_stream) != shape.num_streams:
         raise ConfigError(
             f"chosen_per_stream: expected one array per stream ({shape.num_streams}), found "
@@ -248,15 +265,31 @@ def plan_epoch(
         if config.algorithm != "none":
             runs = shuffled_shard_order(runs, config.shuffle_seed, epoch, group)
         runs_per_group.append(runs)
-    G = config.global_batch_size
-    edges = slot_ranges(G, config.num_canonical_nodes)  # (C + 1,)
+    edges = slot_ranges(config.global_batch_size, config.num_canonical_nodes)  # (C + 1,)
     dtype = np.dtype(np.int32 if shape.num_samples < _INT32_LIMIT else np.int64)
-    out = np.empty((slots.num_batches, G), dtype=np.int64)  # (T, G)
+    return EpochLayout(slots, tuple(runs_per_group), edges, dtype)
+
+
+def plan_epoch(
+    shape: DatasetShape, chosen_per_stream: Sequence[Chosen], config: OrderConfig, epoch: int
+) -> EpochOrder:
+    """The global sample order of ``epoch``: global batches of global sample ids.
+
+    ``chosen_per_stream[s]`` holds stream s's chosen stream-local sample ids for this epoch, sorted
+    (repeats for upsampling), or ``AllSamples``. The result does not depend on nodes, ranks or
+    workers. Batching methods that keep whole batches only (all but ``random``) leave the rest of a
+    stream out of the epoch. ``order.chunked`` builds one (rank, worker)'s share of the same order
+    without building the whole.
+    """
+    layout = epoch_layout(shape, chosen_per_stream, config, epoch)
+    slots, edges, dtype = layout.slots, layout.edges, layout.dtype
+    epoch = int(epoch)
+    out = np.empty((slots.num_batches, config.global_batch_size), dtype=np.int64)  # (T, G)
     if slots.group_of_slot is None:
-        pad_positions = _assemble_one_group(out, runs_per_group[0], slots, edges, config, epoch, dtype)
+        pad_positions = _assemble_one_group(out, layout.runs_per_group[0], slots, edges, config, epoch, dtype)
         flat_pads = np.sort(np.concatenate(pad_positions)) if pad_positions else np.zeros(0, np.int64)
     else:
-        _assemble_groups(out, runs_per_group, slots, edges, config, epoch, dtype)
+        _assemble_groups(out, list(layout.runs_per_group), slots, edges, config, epoch, dtype)
         flat_pads = np.zeros(0, np.int64)
     out.setflags(write=False)  # callers get views of it: nobody may change the epoch's order
     return EpochOrder(
