@@ -30,6 +30,7 @@ class StreamSpec:
 
     ``remote`` is where the shards live (``s3://...``, ``file:///...`` or a path); ``local`` is this
     node's cache folder. ``proportion``, ``repeat`` and ``choose`` weight the stream in a mix.
+    ``storage_options`` go to the remote's store (an endpoint, credentials, a requester-pays project).
     """
 
     remote: str | None = None
@@ -42,6 +43,7 @@ class StreamSpec:
     download_timeout: float | None = None
     validate_hash: str | None = None
     keep_zip: bool | None = None
+    storage_options: dict[str, Any] | None = None
 
     def build(self) -> Stream:
         return Stream(**{item.name: getattr(self, item.name) for item in fields(self)})
