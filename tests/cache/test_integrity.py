@@ -74,13 +74,13 @@ def test_a_remote_index_deleted_under_a_warm_cache_is_refused(
 
 def test_an_unreachable_remote_reads_a_complete_cache_offline(
     make_dataset: Callable[..., Any],
-    upload_s3: Callable[[Any], str],
     s3_bucket: S3Bucket,
     local: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     dataset = make_dataset()
-    url = upload_s3(dataset)
+    s3_bucket.upload_folder(dataset.remote, dataset.remote.name)
+    url = s3_bucket.url(dataset.remote.name)
     proxy = FaultProxy((s3_bucket.server.host, s3_bucket.server.port)).start()
     store = S3Store(url, endpoint_url=proxy.endpoint_url)
     config = CacheConfig(local=str(local), remote=url, download_retry=0, download_timeout=2.0)

@@ -22,11 +22,11 @@ def _messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 
 
 def test_a_retried_download_logs_a_warning_with_its_cause(
-    make_dataset, upload_s3, s3_proxy, local: Path, caplog: pytest.LogCaptureFixture
+    make_dataset, upload_remote, remote_proxy, local: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     dataset = make_dataset(shards=1)
-    s3_proxy.set_rules(FaultRule("http_503", path_contains="shard.00000", limit=1))
-    cache = _cache(local, upload_s3(dataset), download_retry=2)
+    remote_proxy.set_rules(FaultRule("http_503", path_contains="shard.00000", limit=1))
+    cache = _cache(local, upload_remote(dataset), download_retry=2)
     with caplog.at_level(logging.WARNING, logger="stream_plugin"):
         cache.ensure(cache.open_index()[0])
     [warning] = _messages(caplog, logging.WARNING)
