@@ -91,7 +91,7 @@ def _write_part(
                 samples += 1
                 counter.sample(writer)
             counter.input_done(writer)
-        counter.flush(writer)
+    counter.flush(writer)  # after the writer closed its last shard: the final stored size
     return samples
 
 

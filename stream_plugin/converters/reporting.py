@@ -1,77 +1,58 @@
-"""How conversions show progress: the project's progress bar while they run, one summary line at the end.
+"""How conversions show progress: the project's progress display while they run, one summary line at the end.
 
-Every converter goes through this module, so the display changes in one place. While running:
-samples written, a rate, an ETA when the total is known, and bytes stored. At the end: parts,
-samples, bytes, seconds and samples per second, logged and (when shown) printed to stderr.
+Every converter goes through this module. While running, on a terminal: the ``ProgressBar`` (tqdm) of
+samples written, with a percent and ETA when the total is known, a rate, and bytes stored. Off a
+terminal nothing is drawn while running. At the end, one summary line (parts, samples, bytes,
+seconds, samples per second) is logged and, when progress is shown, printed to stderr.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-import time
 from dataclasses import dataclass
+from typing import TextIO
 
-from stream_plugin.progress import ProgressBar
+from stream_plugin.progress import ProgressBar, is_terminal
+from stream_plugin.units import format_bytes
 
 logger = logging.getLogger("stream_plugin.converters")
 
 
-def human_bytes(size: float) -> str:
-    """``1536`` -> ``'1.5 KiB'``."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
-
-
 class ConversionProgress:
-    """A live display of samples written, rate, ETA and bytes stored.
+    """Samples written and bytes stored, drawn as the project's progress bar on a terminal only (the
+    summary line of ``ConversionSummary`` replaces the bar's own off a terminal)."""
 
-    The ETA comes from ``total`` samples when known, else from ``inputs`` (files, items) when known:
-    the time per input so far, times the inputs left.
-    """
-
-    def __init__(self, total: int | None, *, label: str, enabled: bool, inputs: int | None = None) -> None:
-        self._label = label
-        self._total = total
-        self._inputs = inputs
-        self._bar = ProgressBar(total or 0, label=label, enabled=enabled)
-        self._started = time.monotonic()
-        self._drawn = 0.0
-        self.samples = 0
-        self.stored_bytes = 0
+    def __init__(
+        self,
+        total: int | None,
+        *,
+        label: str,
+        enabled: bool,
+        inputs: int | None = None,
+        stream: TextIO | None = None,
+    ) -> None:
+        stream = stream or sys.stderr
+        self._bar = ProgressBar(
+            total, label=label, unit="samples", enabled=enabled and is_terminal(stream), stream=stream
+        )
+        self.inputs = inputs
         self.inputs_done = 0
+
+    @property
+    def samples(self) -> int:
+        return self._bar.done
+
+    @property
+    def stored_bytes(self) -> int:
+        return self._bar.bytes
 
     def advance(self, samples: int, stored_bytes: int, inputs_done: int = 0) -> None:
         """Count ``samples`` and ``inputs_done`` more; ``stored_bytes`` is the total stored so far."""
-        self.samples += samples
-        self.stored_bytes = stored_bytes
+        self._bar.advance(samples, nbytes=max(stored_bytes - self._bar.bytes, 0))
         self.inputs_done += inputs_done
-        now = time.monotonic()
-        if now - self._drawn >= 0.1:  # at most 10 redraws a second, however fast samples come
-            self._drawn = now
-            self._draw(now)
-
-    def _eta(self, elapsed: float) -> str:
-        if self._total:
-            rate = self.samples / elapsed
-            return f", ETA {max(self._total - self.samples, 0) / max(rate, 1e-9):.0f}s"
-        if self._inputs and self.inputs_done:
-            left = max(self._inputs - self.inputs_done, 0)
-            return f", ETA {elapsed * left / self.inputs_done:.0f}s"
-        return ""
-
-    def _draw(self, now: float) -> None:
-        eta = self._eta(max(now - self._started, 1e-9))
-        if not self._total:
-            self._bar.total = self.samples  # an unknown total: count what is known so far
-        self._bar.label = f"{self._label} ({human_bytes(self.stored_bytes)} written{eta})"
-        self._bar.advance(self.samples - self._bar.done)
 
     def close(self) -> None:
-        self._draw(time.monotonic())
         self._bar.close()
 
 
@@ -86,9 +67,10 @@ class ConversionSummary:
 
     def line(self, caller: str, out: str) -> str:
         rate = self.samples / max(self.seconds, 1e-9)
+        parts = "1 part" if self.parts == 1 else f"{self.parts} parts"
         return (
-            f"{caller}: wrote {self.samples:,} samples ({human_bytes(self.stored_bytes)}) in {self.parts} "
-            f"parts to {out} in {self.seconds:.1f}s ({rate:,.0f} samples/s)"
+            f"{caller}: wrote {self.samples:,} samples ({format_bytes(self.stored_bytes)}) in {parts} "
+            f"to {out} in {self.seconds:.1f}s ({rate:,.0f} samples/s)"
         )
 
     def report(self, caller: str, out: str, *, show: bool) -> None:

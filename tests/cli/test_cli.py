@@ -220,8 +220,9 @@ def test_convert_with_stderr_piped_prints_one_summary_line(tmp_path: Path) -> No
     result = run_cli("convert", str(source), str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert len(result.stderr) < 4096
-    assert result.stderr.splitlines()[-1].startswith("convert: 200,000 rows in ")
-    assert "rows/s" in result.stderr
+    [summary] = result.stderr.splitlines()
+    assert summary.startswith("convert: wrote 200,000 samples (") and " in 1 part to " in summary
+    assert "samples/s" in summary
 
 
 def test_verify_with_stderr_piped_ends_with_a_summary_of_shards_and_bytes() -> None:

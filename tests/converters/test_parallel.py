@@ -95,8 +95,8 @@ def test_parallel_progress_counts_every_sample_and_input(
     map_to_mds(samples_of, inputs, str(tmp_path / "out"), columns=COLUMNS, workers=2, progress=True)
     shown = capsys.readouterr().err
     total = len(expected(inputs))
-    assert f"{total}/{total}" in shown and "written" in shown
-    assert f"convert: wrote {total} samples" in shown and "in 8 parts" in shown
+    [line] = shown.splitlines()  # stderr is not a terminal: one summary line, no frames
+    assert line.startswith(f"convert: wrote {total} samples (") and "in 8 parts" in line
 
 
 def test_file_url_out_is_written_and_merged(tmp_path: Path) -> None:
