@@ -79,8 +79,14 @@ class FaultRule:
 
 
 def request_kind(method: str, target: str) -> RequestKind:
-    """Classify an S3 request: a GET on a bucket (path-style ``/bucket?list-type=2``) is ``list``."""
+    """Classify an S3 (or GCS) request: a GET on a bucket (path-style ``/bucket?list-type=2``) is ``list``;
+    a GCS metadata GET counts as ``head``."""
     path, _, query = target.partition("?")
+    if method == "GET" and "/storage/v1/b/" in path:  # GCS's JSON API
+        if path.rstrip("/").endswith("/o"):
+            return "list"
+        if "alt=media" not in query:
+            return "head"  # an object's metadata (its generation): what a HEAD is to S3
     if method == "GET" and ("list-type" in query or path.strip("/").count("/") == 0):
         return "list"
     known: dict[str, RequestKind] = {
