@@ -5,9 +5,14 @@
 - ``ExactDataResumption``: saves the data position from Composer's counters (``stream_plugin_resume``).
 - ``PreemptionCheckpoint``: SIGTERM -> finish the batch, checkpoint, exit 143 (``stream_plugin_preemption``).
 - ``run_is_complete`` / ``set_aside_unfinished_checkpoints``: make "rerun the same command" autoresume.
+- ``ExitIfComplete``: rerunning a finished run exits 0 instead of failing (``stream_plugin_exit_if_complete``).
 """
 
-from stream_plugin_composer.autoresume import run_is_complete, set_aside_unfinished_checkpoints
+from stream_plugin_composer.autoresume import (
+    ExitIfComplete,
+    run_is_complete,
+    set_aside_unfinished_checkpoints,
+)
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_dataspec
 from stream_plugin_composer.preemption import PreemptionCheckpoint
@@ -15,6 +20,7 @@ from stream_plugin_composer.resumption import ExactDataResumption
 from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 __all__ = [
+    "ExitIfComplete",
     "ExactDataResumption",
     "PreemptionCheckpoint",
     "build_streaming_dataspec",
