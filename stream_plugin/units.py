@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from stream_plugin.errors import ConfigError
@@ -67,3 +68,16 @@ def parse_count(value: int | str, *, name: str = "count") -> int:
             f"{name}: expected a number with an optional suffix k/m/b/t (such as '100k'), found {value!r}"
         )
     return int(round(float(match.group(1)) * _COUNT_UNITS[match.group(2)]))
+
+
+def parse_whole_number(value: object, *, name: str, meaning: str, fix: str) -> int:
+    """A whole number >= 1, as an int or a whole float (YAML files and llm-foundry pass ``2048.0``)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 1
+        or int(value) != value
+    ):
+        raise ConfigError(f"{name}: expected a whole number >= 1 ({meaning}), found {value!r}; {fix}")
+    return int(value)

@@ -16,16 +16,11 @@ from stream_plugin.dataset import StreamingDataset
 from stream_plugin.errors import ConfigError
 from stream_plugin.text.samples import check_token_encoding_type, model_input
 from stream_plugin.text.tokenizer import TextTokenizer, as_text_tokenizer
+from stream_plugin.units import parse_whole_number
 
 
 def check_max_seq_len(value: Any) -> int:
-    """A whole number >= 1; YAML may give ``2048.0``, which llm-foundry also accepts."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or int(value) != value:
-        raise ConfigError(
-            f"max_seq_len: expected a whole number >= 1 (tokens per sample), found {value!r}; set e.g. "
-            "max_seq_len: 2048"
-        )
-    return int(value)
+    return parse_whole_number(value, name="max_seq_len", meaning="tokens per sample", fix="set e.g. max_seq_len: 2048")
 
 
 def _columns(config: Mapping[str, Any]) -> list[str]:

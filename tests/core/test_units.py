@@ -1,7 +1,7 @@
 import pytest
 
 from stream_plugin.errors import ConfigError
-from stream_plugin.units import parse_bytes, parse_count
+from stream_plugin.units import parse_bytes, parse_count, parse_whole_number
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,14 @@ def test_parse_count_rejects_unknown_suffix() -> None:
         ConfigError, match=r"epoch_size: expected a number with an optional suffix k/m/b/t .* found '10x'"
     ):
         parse_count("10x", name="epoch_size")
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True, "8", float("nan"), float("inf")])
+def test_parse_whole_number_refuses_what_is_not_a_whole_number_of_at_least_one(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"max_seq_len: expected a whole number >= 1 \(tokens\), found .*; fix it"):
+        parse_whole_number(value, name="max_seq_len", meaning="tokens", fix="fix it")
+
+
+def test_parse_whole_number_accepts_whole_floats_as_yaml_writes_them() -> None:
+    assert parse_whole_number(2048.0, name="n", meaning="m", fix="f") == 2048
+    assert parse_whole_number(3, name="n", meaning="m", fix="f") == 3

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stream_plugin import ConfigError, Stream, StreamingDataset
+from stream_plugin.units import parse_whole_number
 
 
 def _parameters(callable_: Callable[..., Any]) -> list[str]:
@@ -89,12 +90,12 @@ def dataset_arguments(dataset: Mapping[str, Any], extra_keys: Sequence[str] = ()
 
 def device_batch_size_of(value: Any) -> int:
     """llm-foundry passes ``device_batch_size`` as int or float; ours must be a whole number >= 1."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or int(value) != value:
-        raise ConfigError(
-            f"device_batch_size: expected a whole number >= 1 (global batch size / number of ranks), found "
-            f"{value!r}; make the global batch size divisible by the number of ranks"
-        )
-    return int(value)
+    return parse_whole_number(
+        value,
+        name="device_batch_size",
+        meaning="global batch size / number of ranks",
+        fix="make the global batch size divisible by the number of ranks",
+    )
 
 
 def resolve_callable(spec: str | Callable[..., Any] | None, *, name: str) -> Callable[..., Any] | None:
