@@ -13,7 +13,8 @@ For samples from ``StreamingTextDataset`` (token tensors, or dicts of them from 
   trainer counts tokens with: attention-mask ones (or all tokens), and label positions after the first
   that are not -100.
 
-Masked-language-model batches (``mlm_probability``) need ``transformers``; see ``mlm_collator``.
+Masked-language-model batches (``mlm_probability``) come from ``transformers``' collator
+(``mlm_collator``, passed as ``masking``); ``sequence_id`` and the token counts are added to them too.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class TextCollator:
     eos_token_id: int | None = None
     bos_token_id: int | None = None
     count_tokens: bool = True
+    # Builds input_ids / labels instead of padding here (``mlm_collator``: masked-language-model batches).
+    masking: Callable[[list[Any]], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.eos_token_id is not None and self.bos_token_id is not None:
@@ -100,9 +103,11 @@ class TextCollator:
         eos_token_id: int | None = None,
         bos_token_id: int | None = None,
         count_tokens: bool = True,
+        masking: Callable[[list[Any]], Any] | None = None,
     ) -> TextCollator:
         """Pad token and side from ``tokenizer`` (None: samples must share one length)."""
         return cls(
+            masking=masking,
             pad_token_id=None if tokenizer is None else tokenizer.pad_token_id,
             padding_side="right" if tokenizer is None else tokenizer.padding_side,
             eos_token_id=eos_token_id,
@@ -112,6 +117,8 @@ class TextCollator:
 
     def collate(self, examples: Sequence[Any]) -> dict[str, Any]:
         """The batch without token counts: ``input_ids``, ``labels``, and the dict samples' other keys."""
+        if self.masking is not None:
+            return dict(self.masking(list(examples)))
         if isinstance(examples[0], Mapping):
             batch = {
                 key: pad_rows([example[key] for example in examples], self._pad_value(key), self.padding_side)

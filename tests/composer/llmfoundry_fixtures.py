@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.text_data import EOS, PAD, UNK, train_tokenizer, write_text, write_tokens
+from support.text_data import EOS, MASK, PAD, UNK, train_tokenizer, write_text, write_tokens
 
 NUM_DOCUMENTS = 200
 MAX_SEQ_LEN = 16
@@ -18,7 +18,7 @@ def write_tokenizer_folder(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer_file = train_tokenizer(folder / "word-level.json", NUM_DOCUMENTS)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_file=str(tokenizer_file), pad_token=PAD, eos_token=EOS, unk_token=UNK
+        tokenizer_file=str(tokenizer_file), pad_token=PAD, eos_token=EOS, unk_token=UNK, mask_token=MASK
     )
     tokenizer.save_pretrained(str(folder))
     return folder

@@ -13,7 +13,7 @@ import numpy as np
 
 from stream_plugin import MDSWriter
 
-PAD, UNK, EOS = "[PAD]", "[UNK]", "[EOS]"
+PAD, UNK, EOS, MASK = "[PAD]", "[UNK]", "[EOS]", "[MASK]"
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away"]
 
 
@@ -26,7 +26,8 @@ def document(sample_id: int) -> str:
 def train_tokenizer(path: Path, num_documents: int = 200) -> Path:
     """A word-level ``tokenizers`` tokenizer over the fixture documents, saved as tokenizer.json.
 
-    It appends [EOS] to every text and pads with [PAD] on the right.
+    It appends [EOS] (id 2) to every text and pads with [PAD] (id 0) on the right; [MASK] is for
+    masked-language-model batches.
     """
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
@@ -37,7 +38,7 @@ def train_tokenizer(path: Path, num_documents: int = 200) -> Path:
     tokenizer = Tokenizer(WordLevel(unk_token=UNK))
     tokenizer.pre_tokenizer = Whitespace()
     tokenizer.train_from_iterator(
-        (document(i) for i in range(num_documents)), WordLevelTrainer(special_tokens=[PAD, UNK, EOS])
+        (document(i) for i in range(num_documents)), WordLevelTrainer(special_tokens=[PAD, UNK, EOS, MASK])
     )
     tokenizer.post_processor = TemplateProcessing(
         single=f"$A {EOS}", special_tokens=[(EOS, tokenizer.token_to_id(EOS))]

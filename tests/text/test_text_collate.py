@@ -65,3 +65,14 @@ def test_token_counts_per_row() -> None:
     assert batch["total_tokens"] == [2, 4]
     assert batch["loss_generating_tokens"] == [1, 3]  # label positions after the first, not ignored
     assert "total_tokens" not in TextCollator(pad_token_id=PAD, count_tokens=False)(examples)
+
+
+def test_a_masking_collator_builds_the_batch_and_gets_sequence_id_and_counts_added() -> None:
+    def mask_everything(examples: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        input_ids = torch.stack(examples)
+        return {"input_ids": input_ids, "labels": torch.full_like(input_ids, IGNORE_INDEX)}
+
+    batch = TextCollator(eos_token_id=EOS, masking=mask_everything)([torch.tensor([5, EOS, 6])])
+    assert batch["labels"].tolist() == [[IGNORE_INDEX] * 3]
+    assert batch["sequence_id"].tolist() == [[0, 0, 1]]
+    assert batch["loss_generating_tokens"] == [0]

@@ -86,11 +86,11 @@ def text_parts(arguments: dict[str, Any], tokenizer: Any) -> TextParts:
         _check_special_token(name, given, tokenizer, override)
     mlm_probability = options.pop("mlm_probability", None)
     text_tokenizer = None if tokenizer is None else as_text_tokenizer(tokenizer)
-    collate: Callable[[list[Any]], Any]
-    if mlm_probability is not None:
-        collate = mlm_collator(tokenizer, mlm_probability)
-    else:
-        collate = TextCollator.for_tokenizer(text_tokenizer, eos_token_id=eos_token_id, bos_token_id=bos_token_id)
+    # llm-foundry: mlm=mlm_probability is not None, mlm_probability=mlm_probability or 0
+    masking = None if mlm_probability is None else mlm_collator(tokenizer, mlm_probability or 0)
+    collate = TextCollator.for_tokenizer(
+        text_tokenizer, eos_token_id=eos_token_id, bos_token_id=bos_token_id, masking=masking
+    )
     return TextParts(dataset_options={**options, "tokenizer": text_tokenizer}, collate_fn=collate)
 
 
