@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from stream_plugin.errors import ConfigError
@@ -93,3 +94,16 @@ def format_bytes(size: float) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def parse_whole_number(value: object, *, name: str, meaning: str, fix: str) -> int:
+    """A whole number >= 1, as an int or a whole float (YAML files and llm-foundry pass ``2048.0``)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 1
+        or int(value) != value
+    ):
+        raise ConfigError(f"{name}: expected a whole number >= 1 ({meaning}), found {value!r}; {fix}")
+    return int(value)

@@ -29,7 +29,7 @@ _ensure_venv() {
 
 ensure_main_venv() {
     _ensure_venv .venv "the main environment (torch 2.13.0 CPU, Lightning 2.6)" "" \
-        "$MAIN_TORCH" -e ".[formats,lightning,gcs,azure,fsspec,spark,hf,dev]"
+        "$MAIN_TORCH" -e ".[formats,lightning,gcs,azure,fsspec,spark,hf,text,dev]"
     ensure_azurite
 }
 
@@ -61,11 +61,12 @@ ensure_peers_venv() {
 # The Composer environment for tests/composer: Composer 0.32.1 (mosaicml, its last release) pins
 # torch>=2.6,<2.7.1, which the main environment's torch 2.13.0 breaks, so it lives in its own venv.
 # torch 2.7.0 is installed first on its own so that resolving the composer extra changes nothing.
+# llm-foundry 0.22.0 (the llmfoundry extra) lives here too: it pins the same torch and Composer.
 COMPOSER_TORCH=torch==2.7.0
 
 ensure_composer_venv() {
     _ensure_venv .venv-composer "the Composer environment (torch 2.7.0, Composer 0.32.1)" "$COMPOSER_TORCH" \
-        "$COMPOSER_TORCH" -e ".[composer,formats,dev]"
+        "$COMPOSER_TORCH" -e ".[composer,llmfoundry,text,formats,dev]"
 }
 
 # PySpark 4 (tests/converters) runs on Java 17 or newer. Where `java` is missing or older, install

@@ -112,10 +112,10 @@ class Run:
         return "\n".join(parts)
 
 
-def launch(root: Path, config: Path, *, nproc: int) -> Run:
-    """Start the runner with ``nproc`` ranks (``composer -n`` when nproc > 1), in its own session."""
+def launch(root: Path, config: Path, *, nproc: int, runner: Path = RUNNER) -> Run:
+    """Start ``runner`` with ``nproc`` ranks (``composer -n`` when nproc > 1), in its own session."""
     if nproc == 1:
-        command = [str(BIN / "python"), str(RUNNER), str(config)]
+        command = [str(BIN / "python"), str(runner), str(config)]
     else:
         command = [
             str(BIN / "composer"),
@@ -127,10 +127,14 @@ def launch(root: Path, config: Path, *, nproc: int) -> Run:
             str(root / "rank{rank}.log"),
             "--stderr",
             str(root / "rank{rank}.log"),
-            str(RUNNER),
+            str(runner),
             str(config),
         ]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]),
+        "HF_HUB_OFFLINE": "1",  # llm-foundry runs load their tokenizer from a local folder only
+    }
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     log = root / f"launch-{len(list(root.glob('launch-*.log')))}.log"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from composer import Callback, Trainer
@@ -26,6 +27,7 @@ def train_in_process(
     loader_in_fit: bool = False,
     device_batch_size: int = GLOBAL_BATCH,
     peek: bool = False,
+    callbacks: Sequence[Callback] = (),
 ) -> list[list[int]]:
     """Train (resuming from ``load_path`` if given) and return the recorder's ``[epoch, *ids]`` history.
 
@@ -33,11 +35,13 @@ def train_in_process(
     passes the same ``root`` behaves like a rerun on the same machine. ``loader_in_fit`` hands the
     loader to ``fit()`` instead of the ``Trainer`` (Composer then loads the data state at ``fit``).
     ``peek`` takes one batch from the loader before training, as a user checking shapes would.
+    ``callbacks`` are added after the recorder (and ``ExactDataResumption``).
     """
     recorder = SampleRecorder(out=str(root / "history.json"))
-    callbacks: list[Callback] = [recorder]
+    all_callbacks: list[Callback] = [recorder]
     if exact_resumption:
-        callbacks.append(ExactDataResumption())
+        all_callbacks.append(ExactDataResumption())
+    all_callbacks.extend(callbacks)
     model = build_model()
     spec = build_streaming_dataspec(
         device_batch_size=device_batch_size,
@@ -52,7 +56,7 @@ def train_in_process(
         train_dataloader=None if loader_in_fit else spec,
         optimizers=DecoupledSGDW(model.parameters(), lr=0.01),
         max_duration=max_duration,
-        callbacks=callbacks,
+        callbacks=all_callbacks,
         device="cpu",
         seed=17,
         save_folder=str(root / "checkpoints") if save_interval else None,

@@ -41,7 +41,7 @@ class SampleRecorder(Callback):
 
     def batch_end(self, state: State, logger: Logger) -> None:
         del logger
-        ids = [int(sample_id) for sample_id in state.batch["id"].tolist()]
+        ids = self.batch_ids(state)
         per_rank = dist.all_gather_object(ids)  # rank order: rank r holds slice r of the global batch
         self.history.append([int(state.timestamp.epoch), *[i for part in per_rank for i in part]])
         progress = {
@@ -53,6 +53,10 @@ class SampleRecorder(Callback):
         write_json_atomically(self.out.parent / f"progress-rank{dist.get_global_rank()}.json", progress)
         if self.delay_s:
             time.sleep(self.delay_s)
+
+    def batch_ids(self, state: State) -> list[int]:
+        """The sample ids of this rank's batch: its ``id`` column."""
+        return [int(sample_id) for sample_id in state.batch["id"].tolist()]
 
     def fit_end(self, state: State, logger: Logger) -> None:
         del state, logger

@@ -21,6 +21,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.loader import StreamingDataLoader
 from stream_plugin_composer import (
     ExactDataResumption,
+    ExitIfComplete,
     PreemptionCheckpoint,
     build_streaming_dataspec,
     streaming_dataspec,
@@ -63,6 +64,7 @@ def test_entry_points_name_our_builder_and_callbacks() -> None:
     assert loaders["stream_plugin"] is build_streaming_dataspec
     assert callbacks["stream_plugin_resume"] is ExactDataResumption
     assert callbacks["stream_plugin_preemption"] is PreemptionCheckpoint
+    assert callbacks["stream_plugin_exit_if_complete"] is ExitIfComplete
 
 
 def test_llm_foundry_style_train_loader_section_builds_a_dataspec(tiny_data: Path, tmp_path: Path) -> None:
@@ -90,9 +92,9 @@ def test_streams_written_as_a_mapping_become_streams(tiny_data: Path, tmp_path: 
 
 def test_unknown_dataset_keys_are_errors_that_name_them(tiny_data: Path, tmp_path: Path) -> None:
     section = train_loader_section(tiny_data, tmp_path)
-    section["dataset"]["max_seq_len"] = 2048
+    section["dataset"]["max_seq_length"] = 2048  # a typo of llm-foundry's max_seq_len
     with pytest.raises(
-        ConfigError, match=r"train_loader.dataset: expected keys among .* found unknown \['max_seq_len'\]"
+        ConfigError, match=r"train_loader.dataset: expected keys among .* found unknown \['max_seq_length'\]"
     ):
         llm_foundry_build_dataloader(section, None, 4)
 

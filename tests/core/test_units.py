@@ -1,7 +1,7 @@
 import pytest
 
 from stream_plugin.errors import ConfigError
-from stream_plugin.units import parse_bytes, parse_count
+from stream_plugin.units import parse_bytes, parse_count, parse_whole_number
 
 
 @pytest.mark.parametrize(
@@ -53,3 +53,14 @@ def test_parse_bytes_and_count_take_whole_floats_as_yaml_gives_them() -> None:
 def test_parse_bytes_refuses_fractional_or_negative_floats(bad: float) -> None:
     with pytest.raises(ConfigError, match=r"cache_limit: expected a whole number >= 0 or a string such as '64mb'"):
         parse_bytes(bad, name="cache_limit")
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True, "8", float("nan"), float("inf")])
+def test_parse_whole_number_refuses_what_is_not_a_whole_number_of_at_least_one(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"max_seq_len: expected a whole number >= 1 \(tokens\), found .*; fix it"):
+        parse_whole_number(value, name="max_seq_len", meaning="tokens", fix="fix it")
+
+
+def test_parse_whole_number_accepts_whole_floats_as_yaml_writes_them() -> None:
+    assert parse_whole_number(2048.0, name="n", meaning="m", fix="f") == 2048
+    assert parse_whole_number(3, name="n", meaning="m", fix="f") == 3

@@ -6,6 +6,7 @@
 - ``ExactEvaluation``: metrics count every evaluation sample once on any number of ranks (``stream_plugin_exact_eval``).
 - ``PreemptionCheckpoint``: SIGTERM -> finish the batch, checkpoint, exit 143 (``stream_plugin_preemption``).
 - ``run_is_complete`` / ``set_aside_unfinished_checkpoints``: make "rerun the same command" autoresume.
+- ``ExitIfComplete``: rerunning a finished run exits 0 instead of failing (``stream_plugin_exit_if_complete``).
 """
 
 # The hint comes first, so a missing extra is named before a submodule fails on it.
@@ -15,7 +16,11 @@ from stream_plugin.extras import require_extra
 
 require_extra("composer", extra="composer", needed_by="stream_plugin_composer")
 
-from stream_plugin_composer.autoresume import run_is_complete, set_aside_unfinished_checkpoints
+from stream_plugin_composer.autoresume import (
+    ExitIfComplete,
+    run_is_complete,
+    set_aside_unfinished_checkpoints,
+)
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_dataspec
 from stream_plugin_composer.evaluation import ExactEvaluation, first_samples
@@ -25,6 +30,7 @@ from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 __all__ = [
     "__version__",
+    "ExitIfComplete",
     "ExactDataResumption",
     "ExactEvaluation",
     "PreemptionCheckpoint",

@@ -2,8 +2,10 @@
 
 Two situations break a plain rerun in Composer 0.32.1:
 
-- A run that already reached ``max_duration`` raises ``ValueError`` from ``Trainer.fit``.
-  ``run_is_complete`` lets a script report it and exit 0 instead.
+- A run that already reached ``max_duration`` raises ``ValueError`` from ``Trainer.fit`` ("The
+  max_duration (...) is less than or equal to the elapsed training duration"). ``run_is_complete`` lets
+  a script report it and exit 0 instead; ``ExitIfComplete`` does the same from inside the Trainer, for
+  scripts one cannot change (llm-foundry's ``train.py``: ``callbacks: {stream_plugin_exit_if_complete: {}}``).
 - A process killed while writing a checkpoint leaves a file newer than the one the ``latest`` symlink
   points to (Composer writes the file, then moves the symlink, and does not write atomically). On the
   rerun ``CheckpointSaver`` refuses to start (``FileExistsError``: it "may conflict with a future
@@ -15,7 +17,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from composer.core import State, TimeUnit
+from composer.core import Callback, State, TimeUnit
+from composer.loggers import Logger
+from composer.utils import dist
 
 log = logging.getLogger(__name__)
 
@@ -66,3 +70,25 @@ def set_aside_unfinished_checkpoints(
         log.warning("set aside %s: newer than the latest completed checkpoint (a save cut short)", path)
         moved.append(destination)
     return moved
+
+
+class ExitIfComplete(Callback):
+    """Makes rerunning a finished run a no-op: exits 0 right after autoresume loaded a checkpoint that
+    already reached ``max_duration``, before ``Trainer.fit`` would raise.
+
+    Registered for llm-foundry YAML as ``callbacks: {stream_plugin_exit_if_complete: {}}``. Every rank
+    loads the same checkpoint, so every rank decides the same and they leave together.
+    """
+
+    def after_load(self, state: State, logger: Logger) -> None:
+        del logger
+        if not run_is_complete(state):
+            return
+        log.warning(
+            "run %r is already complete (%s of max_duration %s trained); nothing to do, exiting with code 0",
+            state.run_name,
+            state.timestamp.get(state.max_duration.unit) if state.max_duration is not None else "?",
+            state.max_duration,
+        )
+        dist.barrier()
+        raise SystemExit(0)

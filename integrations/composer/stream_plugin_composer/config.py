@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stream_plugin import ConfigError, Stream, StreamingDataset
+from stream_plugin.units import parse_whole_number
 
 
 def _parameters(callable_: Callable[..., Any]) -> list[str]:
@@ -41,7 +42,7 @@ def _check_keys(where: str, given: Mapping[str, Any], allowed: Sequence[str]) ->
     if unknown:
         raise ConfigError(
             f"{where}: expected keys among {sorted(allowed)}, found unknown {unknown}; fix the spelling or "
-            "remove them (this loader yields samples as stored: tokenize when writing the shards)"
+            "remove them (llm-foundry's text keys such as max_seq_len turn on tokenized model inputs)"
         )
 
 
@@ -68,15 +69,15 @@ def build_streams(streams: Any) -> list[Stream]:
     )
 
 
-def dataset_arguments(dataset: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``StreamingDataset`` from the YAML ``dataset`` mapping."""
+def dataset_arguments(dataset: Mapping[str, Any], extra_keys: Sequence[str] = ()) -> dict[str, Any]:
+    """Keyword arguments for ``StreamingDataset`` (plus ``extra_keys``) from the YAML ``dataset`` mapping."""
     if not isinstance(dataset, Mapping):
         raise ConfigError(
             f"train_loader.dataset: expected a mapping of StreamingDataset arguments, found "
             f"{type(dataset).__name__}; write e.g. dataset: {{remote: s3://bucket/data, local: /tmp/data}}"
         )
     arguments = _plain(dataset)
-    _check_keys("train_loader.dataset", arguments, DATASET_KEYS)
+    _check_keys("train_loader.dataset", arguments, (*DATASET_KEYS, *extra_keys))
     if "batch_size" in arguments:
         raise ConfigError(
             "train_loader.dataset.batch_size: expected it unset (the per-device batch size comes from "
@@ -89,12 +90,12 @@ def dataset_arguments(dataset: Mapping[str, Any]) -> dict[str, Any]:
 
 def device_batch_size_of(value: Any) -> int:
     """llm-foundry passes ``device_batch_size`` as int or float; ours must be a whole number >= 1."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or int(value) != value:
-        raise ConfigError(
-            f"device_batch_size: expected a whole number >= 1 (global batch size / number of ranks), found "
-            f"{value!r}; make the global batch size divisible by the number of ranks"
-        )
-    return int(value)
+    return parse_whole_number(
+        value,
+        name="device_batch_size",
+        meaning="global batch size / number of ranks",
+        fix="make the global batch size divisible by the number of ranks",
+    )
 
 
 def resolve_callable(spec: str | Callable[..., Any] | None, *, name: str) -> Callable[..., Any] | None:

@@ -16,8 +16,17 @@ from composer.core import DataSpec
 from composer.utils import dist
 
 from stream_plugin import ConfigError, StreamingDataLoader, StreamingDataset
+from stream_plugin.text import StreamingTextDataset
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.config import dataset_arguments, device_batch_size_of, resolve_callable
+from stream_plugin_composer.text_loader import (
+    PLAIN_LOADER_DEFAULTS,
+    TEXT_KEYS,
+    TEXT_LOADER_DEFAULTS,
+    is_text_section,
+    num_tokens_in_batch,
+    text_parts,
+)
 from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 
@@ -25,6 +34,7 @@ def streaming_dataspec(
     loader: StreamingDataLoader,
     *,
     get_num_samples_in_batch: Callable[[Any], int] | None = None,
+    get_num_tokens_in_batch: Callable[[Any], Any] | None = None,
 ) -> DataSpec:
     """Wrap ``loader`` for ``Trainer(train_dataloader=...)``, after checking it can resume exactly."""
     if not isinstance(loader, StreamingDataLoader) or not isinstance(loader.dataset, StreamingDataset):
@@ -44,7 +54,11 @@ def streaming_dataspec(
             f"{dataset.world.world_size}; build the dataset inside the launched processes (composer -n N "
             "sets RANK and WORLD_SIZE) or after torch.distributed is initialised"
         )
-    return DataSpec(loader, get_num_samples_in_batch=get_num_samples_in_batch or num_samples_in_batch)
+    return DataSpec(
+        loader,
+        get_num_samples_in_batch=get_num_samples_in_batch or num_samples_in_batch,
+        get_num_tokens_in_batch=get_num_tokens_in_batch,
+    )
 
 
 def build_streaming_dataspec(
@@ -54,30 +68,44 @@ def build_streaming_dataspec(
     tokenizer: Any = None,
     name: str | None = None,
     num_workers: int = 0,
-    pin_memory: bool = False,
+    pin_memory: bool | None = None,
     prefetch_factor: int | None = None,
-    persistent_workers: bool = False,
+    persistent_workers: bool | None = None,
     timeout: float = 0,
     drop_last: bool = False,
     collate_fn: str | Callable[..., Any] | None = None,
 ) -> DataSpec:
-    """The llm-foundry ``train_loader`` builder (registered as ``stream_plugin``).
+    """The llm-foundry ``train_loader`` / ``eval_loader`` builder (registered as ``stream_plugin``).
 
-    llm-foundry calls it as ``fn(tokenizer=..., device_batch_size=..., **other train_loader keys)``.
+    llm-foundry calls it as ``fn(tokenizer=..., device_batch_size=..., **other loader keys)``.
     ``dataset`` holds ``StreamingDataset`` arguments; ``streams`` may be a mapping of name to
-    ``Stream`` arguments. ``tokenizer`` is accepted and unused: samples are yielded as stored, so write
-    pre-tokenized shards. ``name`` (the registry key, passed by older llm-foundry versions) is ignored.
-    ``collate_fn`` may be a ``"package.module:function"`` string.
+    ``Stream`` arguments. Without llm-foundry's text keys samples are yielded as stored and
+    ``tokenizer`` is unused. With them (``max_seq_len``, ``eos_token_id``, ...: see ``text_loader``) the
+    section means what it means to llm-foundry's ``text`` loader: ``StreamingTextDataset`` samples,
+    collated by ``TextCollator``, and llm-foundry's defaults for ``pin_memory``, ``persistent_workers``
+    (True) and ``prefetch_factor`` (2); otherwise those default to False, False and torch's.
+    ``name`` (the registry key, passed by older llm-foundry versions) is ignored. ``collate_fn`` may be
+    a ``"package.module:function"`` string.
     """
-    del tokenizer, name  # accepted for llm-foundry's calling convention
+    del name  # accepted for llm-foundry's calling convention
     batch_size = device_batch_size_of(device_batch_size)
-    streaming = StreamingDataset(**dataset_arguments(dataset), batch_size=batch_size)
+    text = is_text_section(dataset)
+    arguments = dataset_arguments(dataset, TEXT_KEYS if text else ())
+    collate = resolve_callable(collate_fn, name="train_loader.collate_fn")
+    streaming: StreamingDataset
+    if text:
+        parts = text_parts(arguments, tokenizer)
+        streaming = StreamingTextDataset(**arguments, **parts.dataset_options, batch_size=batch_size)
+        collate = collate or parts.collate_fn
+    else:
+        streaming = StreamingDataset(**arguments, batch_size=batch_size)
+    defaults = TEXT_LOADER_DEFAULTS if text else PLAIN_LOADER_DEFAULTS
     loader_options: dict[str, Any] = {}
     if num_workers:
         # Only valid with workers; DataLoader rejects them otherwise.
         loader_options.update(
-            prefetch_factor=prefetch_factor,
-            persistent_workers=persistent_workers,
+            prefetch_factor=defaults["prefetch_factor"] if prefetch_factor is None else prefetch_factor,
+            persistent_workers=defaults["persistent_workers"] if persistent_workers is None else persistent_workers,
             # A preemption signal sent to the whole process group must not kill the workers mid-batch:
             # the main process finishes the batch, checkpoints, and shuts them down itself.
             worker_init_fn=sigterm_guard_for_workers(),
@@ -86,10 +114,10 @@ def build_streaming_dataspec(
         streaming,
         batch_size=batch_size,
         num_workers=num_workers,
-        pin_memory=pin_memory,
+        pin_memory=defaults["pin_memory"] if pin_memory is None else pin_memory,
         timeout=timeout,
         drop_last=drop_last,
-        collate_fn=resolve_callable(collate_fn, name="train_loader.collate_fn"),
+        collate_fn=collate,
         **loader_options,
     )
-    return streaming_dataspec(loader)
+    return streaming_dataspec(loader, get_num_tokens_in_batch=num_tokens_in_batch if text else None)

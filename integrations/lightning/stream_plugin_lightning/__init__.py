@@ -26,6 +26,7 @@ from stream_plugin_lightning.checkpoints import (
 from stream_plugin_lightning.datamodule import StreamingDataModule
 from stream_plugin_lightning.preemption import Preempted, PreemptionCheckpoint
 from stream_plugin_lightning.specs import DatasetSpec, StreamSpec
+from stream_plugin_lightning.text import StreamingTextDataModule
 
 __all__ = [
     "__version__",
@@ -34,6 +35,7 @@ __all__ = [
     "PreemptionCheckpoint",
     "StreamSpec",
     "StreamingDataModule",
+    "StreamingTextDataModule",
     "is_complete_checkpoint",
     "latest_checkpoint",
     "save_checkpoint_atomically",

@@ -1,0 +1,21 @@
+"""Language-model inputs from streamed shards: llm-foundry's ``text`` dataset semantics on our core.
+
+- ``StreamingTextDataset``: samples become ``input_ids`` (a ``text`` column tokenized, ``tokens`` decoded).
+- ``TextCollator``: batches with ``input_ids``, ``labels`` (and ``attention_mask``, ``sequence_id``).
+- ``as_text_tokenizer``: a ``transformers`` tokenizer, a ``tokenizers.Tokenizer`` or a tokenizer.json path.
+"""
+
+from stream_plugin.text.collate import IGNORE_INDEX, TextCollator, mlm_collator
+from stream_plugin.text.dataset import StreamingTextDataset
+from stream_plugin.text.samples import TOKEN_ENCODING_TYPES
+from stream_plugin.text.tokenizer import TextTokenizer, as_text_tokenizer
+
+__all__ = [
+    "IGNORE_INDEX",
+    "TOKEN_ENCODING_TYPES",
+    "StreamingTextDataset",
+    "TextCollator",
+    "TextTokenizer",
+    "as_text_tokenizer",
+    "mlm_collator",
+]
