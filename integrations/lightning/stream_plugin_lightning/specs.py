@@ -79,6 +79,7 @@ class DatasetSpec:
     batching_method: BatchingMethod = "random"
     allow_unsafe_types: bool = False
     replication: int | None = None
+    storage_options: dict[str, Any] | None = None
     stream_name: str = "stream"  # a name in stream_plugin.streams_registry (for remote/local)
     stream_config: dict[str, Any] | None = None  # extra arguments for that Stream class
 
