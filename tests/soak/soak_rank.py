@@ -1,7 +1,9 @@
 """One rank of the chaos soak: read one pass (the rest of an epoch) and keep a ledger of what it consumed.
 
 Run with RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE set. After every batch it appends one JSON
-line to ``--ledger``: the epoch, the global step (from ``loader.position``), the ids, and the loader's state after the batch. A last line ``{"done": ...}`` carries the state between
+line to ``--ledger``: the epoch, the global step (from ``loader.position``), the ids before any
+rank-balance repeats (``loader.real_samples``), how many repeats followed, and the loader's state
+after the batch. A last line ``{"done": ...}`` carries the state between
 passes. The line is flushed before the next batch is taken, so a SIGKILL loses at most a batch the
 orchestrator has not counted as consumed.
 """
@@ -50,7 +52,11 @@ def main() -> None:
             position = loader.position
             assert position is not None
             step = position.start // position.epoch_batch_size + position.batches - 1
-            line = {"epoch": position.epoch, "step": step, "ids": batch["id"].tolist(), "state": loader.state_dict()}
+            # The samples before the rank-balance repeats of the epoch's last batch (all, elsewhere).
+            real = loader.real_samples(position.batches - 1)
+            ids = batch["id"].tolist()
+            line = {"epoch": position.epoch, "step": step, "ids": ids[:real], "repeats": len(ids) - real}
+            line["state"] = loader.state_dict()
             ledger.write(json.dumps(line) + "\n")
             ledger.flush()
             time.sleep(args.step_seconds)
