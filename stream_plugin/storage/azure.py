@@ -36,6 +36,7 @@ from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     TransientStorageError,
+    check_complete,
     check_key,
     join_key,
 )
@@ -201,10 +202,7 @@ class AzureStore:
             expected = int(stream.size)
             with open(dest, "wb") as handle:
                 written = int(stream.readinto(handle))
-        if written != expected:
-            raise TransientStorageError(
-                f"Expected {expected} bytes from {self._describe(full_key)}, found {written} (truncated body); will retry."
-            )
+        check_complete(self._describe(full_key), expected, written)
         return written
 
     def upload(self, src: str | os.PathLike[str], key: str) -> None:
@@ -220,10 +218,7 @@ class AzureStore:
             stream = self.client().download_blob(full_key, max_concurrency=1, **self._timeouts(timeout))
             data: bytes = stream.readall()
             expected = int(stream.size)
-        if len(data) != expected:
-            raise TransientStorageError(
-                f"Expected {expected} bytes from {self._describe(full_key)}, found {len(data)} (truncated body); will retry."
-            )
+        check_complete(self._describe(full_key), expected, len(data))
         return data
 
     def exists(self, key: str) -> bool:

@@ -82,6 +82,17 @@ def store_identity(store: object, key: str, *, timeout: float | None = None) -> 
     return None if found is None else str(found)
 
 
+def check_complete(source: str, announced: int | str | None, received: int) -> None:
+    """A body shorter (or longer) than the store announced is a ``TransientStorageError``: retry it.
+
+    ``announced`` is the size the store gave (a header may arrive as a string); None: it gave none.
+    """
+    if announced is not None and received != int(announced):
+        raise TransientStorageError(
+            f"Expected {announced} bytes from {source}, found {received} (truncated body); will retry."
+        )
+
+
 def join_key(*parts: str) -> str:
     """Join key segments with single ``/``; empty segments vanish (``join_key("a/", "", "/b")`` → ``a/b``)."""
     pieces = [piece.strip("/") for piece in parts]

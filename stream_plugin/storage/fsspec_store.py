@@ -25,6 +25,7 @@ from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     TransientStorageError,
+    check_complete,
     check_key,
     join_key,
 )
@@ -136,10 +137,7 @@ class FsspecStore:
                 while chunk := source.read(CHUNK_SIZE):
                     handle.write(chunk)
                     written += len(chunk)
-        if expected is not None and written != int(expected):
-            raise TransientStorageError(
-                f"Expected {expected} bytes from {self.protocol}://{path}, found {written} (truncated body); will retry."
-            )
+        check_complete(f"{self.protocol}://{path}", expected, written)
         return written
 
     def upload(self, src: str | os.PathLike[str], key: str) -> None:

@@ -33,6 +33,7 @@ from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     TransientStorageError,
+    check_complete,
     check_key,
     join_key,
 )
@@ -224,10 +225,7 @@ class GcsStore:
             with open(dest, "wb") as handle:
                 blob.download_to_file(handle, retry=None, **self._timeout(timeout))
             written = os.path.getsize(dest)
-        if blob.size is not None and written != blob.size:
-            raise TransientStorageError(
-                f"Expected {blob.size} bytes from {self._describe(full_key)}, found {written} (truncated body); will retry."
-            )
+        check_complete(self._describe(full_key), blob.size, written)
         return written
 
     def upload(self, src: str | os.PathLike[str], key: str) -> None:

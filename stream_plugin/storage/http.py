@@ -24,6 +24,7 @@ from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     TransientStorageError,
+    check_complete,
     check_key,
 )
 from stream_plugin.storage.deadline import abort_response, attempt_deadline, deadline_error
@@ -143,10 +144,7 @@ class HttpStore:
                     raise
             if expired() and (announced is None or written != int(announced)):
                 raise deadline_error(url, timeout or 0.0, written)
-        if announced is not None and written != int(announced):
-            raise TransientStorageError(
-                f"Expected {announced} bytes from {url}, found {written} (truncated body); will retry."
-            )
+        check_complete(url, announced, written)
         return written
 
     def upload(self, src: str | os.PathLike[str], key: str) -> None:
@@ -162,10 +160,7 @@ class HttpStore:
         with self._mapped_errors(url, "read"), self._response(url, "GET", timeout) as response:
             announced = response.headers.get("Content-Length")
             data: bytes = response.read()
-        if announced is not None and len(data) != int(announced):
-            raise TransientStorageError(
-                f"Expected {announced} bytes from {url}, found {len(data)} (truncated body); will retry."
-            )
+        check_complete(url, announced, len(data))
         return data
 
     def exists(self, key: str, *, timeout: float | None = 60.0) -> bool:

@@ -30,6 +30,7 @@ from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     TransientStorageError,
+    check_complete,
     check_key,
     join_key,
 )
@@ -316,10 +317,7 @@ class S3Store:
                     body.close()
             if expired() and written != expected:
                 raise deadline_error(self._describe(full_key), timeout or 0.0, written)
-        if written != expected:
-            raise TransientStorageError(
-                f"Expected {expected} bytes from {self._describe(full_key)}, found {written} (truncated body); will retry."
-            )
+        check_complete(self._describe(full_key), expected, written)
         return written
 
     def upload(self, src: str | os.PathLike[str], key: str) -> None:
@@ -335,10 +333,7 @@ class S3Store:
             response = self.client(timeout).get_object(Bucket=self.bucket, Key=full_key)
             expected = int(response["ContentLength"])
             data: bytes = response["Body"].read()
-        if len(data) != expected:
-            raise TransientStorageError(
-                f"Expected {expected} bytes from {self._describe(full_key)}, found {len(data)} (truncated body); will retry."
-            )
+        check_complete(self._describe(full_key), expected, len(data))
         return data
 
     def exists(self, key: str) -> bool:
