@@ -243,6 +243,8 @@ def test_resume_at_every_cut_on_another_rank_count_is_exact(
             loader.load_state_dict(state)
         rest = global_rows(tail_group, None)
         assert [i for row in head + rest for i in row] == reference, f"cut {cut}"
+        # The epoch's length holds across the resume: batches before the cut and after it.
+        assert len(head) + len(rest) == len(tail_group[0]) == len(head_group[0]), f"cut {cut}"
 
 
 @pytest.mark.parametrize("epoch_size", [50, 200])
