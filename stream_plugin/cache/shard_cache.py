@@ -329,6 +329,9 @@ class ShardCache:
                 for raw, _ in entry.file_pairs():
                     (self._local / raw.basename).unlink(missing_ok=True)
             return False
+        except FileNotFoundError:
+            # Another process evicted it since it was seen (cache_limit): not here, so fetch it again.
+            return False
         self._verified.add(name)
         return True
 

@@ -142,3 +142,20 @@ def test_a_symlinked_sub_folder_leading_out_of_the_cache_is_refused(
     with pytest.raises(UnsafePathError, match=r"part: expected a sub-folder inside the cache folder .* through a symlink"):
         cache.open_index()
     assert list(outside.iterdir()) == []
+
+
+def test_a_cached_shard_evicted_while_it_is_verified_is_fetched_again(
+    make_dataset: Callable[..., Any], local: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process's eviction (cache_limit) can remove a shard between "is it here?" and its hash check.
+    dataset = make_dataset(hashes=("sha1",))
+    fill(dataset, local)
+    cache = ShardCache(CacheConfig(local=str(local), remote=str(dataset.remote), validate_hash="sha1"))
+    entry = cache.open_index()[1]
+    (local / entry.raw_data.basename).unlink()  # evicted after the presence check below said "here"
+    seen_present = iter([True])
+    real_is_present = cache._is_present
+    monkeypatch.setattr(cache, "_is_present", lambda e: next(seen_present, None) or real_is_present(e))
+    cache.ensure(entry)
+    dataset.assert_intact(local, [entry])
+    assert cache.stats.snapshot().shards_downloaded == 1
