@@ -134,8 +134,8 @@ def import_library(library: str, *, remote: bool = False) -> None:
     if library == OURS:
         # ``import stream_plugin`` defers the reading side (it needs torch); load it here, as the peers'
         # top-level imports do.
-        import stream_plugin.dataset  # noqa: F401
-        import stream_plugin.loader  # noqa: F401
+        import stream_plugin.reading.dataset  # noqa: F401
+        import stream_plugin.reading.loader  # noqa: F401
     elif library == MOSAICML:
         import streaming  # noqa: F401
     elif library == LITDATA:

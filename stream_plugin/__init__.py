@@ -35,19 +35,19 @@ from stream_plugin.errors import (
 from stream_plugin.format.encodings import register_encoding
 from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
-from stream_plugin.stream import Stream
-from stream_plugin.stream_registry import streams_registry
-from stream_plugin.world import World
+from stream_plugin.reading.stream import Stream
+from stream_plugin.reading.stream_registry import streams_registry
+from stream_plugin.reading.world import World
 
 if TYPE_CHECKING:
-    from stream_plugin.dataset import StreamingDataset
-    from stream_plugin.loader import StreamingDataLoader
-    from stream_plugin.local_dataset import LocalDataset
+    from stream_plugin.reading.dataset import StreamingDataset
+    from stream_plugin.reading.loader import StreamingDataLoader
+    from stream_plugin.reading.local_dataset import LocalDataset
 
 _IMPORTED_ON_USE = {
-    "LocalDataset": "stream_plugin.local_dataset",
-    "StreamingDataset": "stream_plugin.dataset",
-    "StreamingDataLoader": "stream_plugin.loader",
+    "LocalDataset": "stream_plugin.reading.local_dataset",
+    "StreamingDataset": "stream_plugin.reading.dataset",
+    "StreamingDataLoader": "stream_plugin.reading.loader",
 }
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from stream_plugin.dataset import StreamingDataset
 from stream_plugin.errors import ConfigError
+from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.text.samples import check_token_encoding_type, model_input
 from stream_plugin.text.tokenizer import TextTokenizer, as_text_tokenizer
 from stream_plugin.units import parse_whole_number

@@ -47,7 +47,7 @@ def load(name: str) -> Implementation:
     if name == OURS:
         from stream_plugin import LocalDataset, MDSWriter, Stream, StreamingDataLoader, StreamingDataset
         from stream_plugin.format.compression import compress
-        from stream_plugin.stream_registry import streams_registry
+        from stream_plugin.reading.stream_registry import streams_registry
         from stream_plugin.units import parse_bytes, parse_count
 
         return Implementation(

@@ -18,7 +18,7 @@ from composer import Callback
 from composer.core import DataSpec
 
 from stream_plugin.errors import ConfigError
-from stream_plugin.loader import StreamingDataLoader
+from stream_plugin.reading.loader import StreamingDataLoader
 from stream_plugin_composer import (
     ExactDataResumption,
     ExitIfComplete,

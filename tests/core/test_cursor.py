@@ -1,7 +1,7 @@
 import pickle
 
-from stream_plugin.cursor import EpochCursor, IterationPlan
-from stream_plugin.state import ResumeState
+from stream_plugin.reading.cursor import EpochCursor, IterationPlan
+from stream_plugin.reading.state import ResumeState
 
 G = 8
 EPOCH = 96  # samples in an epoch, for these tests

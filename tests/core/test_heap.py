@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from stream_plugin.heap import keep_freed_heap
+from stream_plugin.reading.heap import keep_freed_heap
 
 pytestmark = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's allocator only"

@@ -45,8 +45,8 @@ def test_each_backend_is_imported_when_its_scheme_is_first_used() -> None:
 
 def test_reading_classes_are_exported_on_first_use() -> None:
     import stream_plugin
-    from stream_plugin.dataset import StreamingDataset
-    from stream_plugin.loader import StreamingDataLoader
+    from stream_plugin.reading.dataset import StreamingDataset
+    from stream_plugin.reading.loader import StreamingDataLoader
 
     assert stream_plugin.StreamingDataset is StreamingDataset
     assert stream_plugin.StreamingDataLoader is StreamingDataLoader

@@ -1,6 +1,6 @@
 import numpy as np
 
-from stream_plugin.iteration import _CHUNK, _positions
+from stream_plugin.reading.iteration import _CHUNK, _positions
 
 
 def test_positions_cross_chunk_boundaries_without_gaps_or_repeats() -> None:

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from stream_plugin.shard_table import ShardTable, Spanner
+from stream_plugin.reading.shard_table import ShardTable, Spanner
 
 TABLE = ShardTable.from_counts([[3, 0, 2], [4]])
 

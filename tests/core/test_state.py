@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from stream_plugin.errors import StateError
-from stream_plugin.state import ResumeState, fingerprint
+from stream_plugin.reading.state import ResumeState, fingerprint
 
 STATE = ResumeState(
     epoch=2, sample_in_epoch=96, epoch_batch_size=32, num_canonical_nodes=4, shuffle_seed=7, fingerprint="abc"

@@ -11,7 +11,7 @@ import pytest
 
 from stream_plugin import Stream, streams_registry
 from stream_plugin.errors import ConfigError, ConfigTypeError
-from stream_plugin.stream_registry import build_streams
+from stream_plugin.reading.stream_registry import build_streams
 
 
 def test_stream_split_keeps_local_as_given() -> None:

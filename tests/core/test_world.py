@@ -1,7 +1,7 @@
 import pytest
 
 from stream_plugin.errors import ConfigError
-from stream_plugin.world import World, detect_worker, detect_world
+from stream_plugin.reading.world import World, detect_worker, detect_world
 
 
 def test_single_process_is_rank_zero_of_one() -> None:

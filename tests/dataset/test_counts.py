@@ -27,8 +27,8 @@ import pytest
 from support.datasets import write_streams
 
 from stream_plugin import ConfigError, Stream, StreamingDataLoader, StreamingDataset, World
-from stream_plugin.cursor import IterationPlan
 from stream_plugin.order.topology import Topology
+from stream_plugin.reading.cursor import IterationPlan
 
 SAMPLE_COUNTS = (1, 7, 117, 1000, 3000)
 BATCH_SIZES = (1, 4, 16)

@@ -10,7 +10,7 @@ from support.resume import take_ids
 from torch.utils.data import DataLoader
 
 from stream_plugin import StreamingDataLoader, StreamingDataset
-from stream_plugin.loader import LoaderPosition
+from stream_plugin.reading.loader import LoaderPosition
 
 BATCH = 8  # 1,000 samples -> 125 global batches per epoch
 

@@ -1,4 +1,4 @@
-"""The worker-to-main hand-off (stream_plugin.transport): batches arrive exactly as collated."""
+"""The worker-to-main hand-off (stream_plugin.reading.transport): batches arrive exactly as collated."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch.utils.data import IterableDataset
 
-from stream_plugin import StreamingDataLoader, transport
-from stream_plugin.transport import SHARED_BYTES_MIN, SMALL_TENSOR_BYTES, PackedCollate
+from stream_plugin import StreamingDataLoader
+from stream_plugin.reading import transport
+from stream_plugin.reading.transport import SHARED_BYTES_MIN, SMALL_TENSOR_BYTES, PackedCollate
 
 
 def _payload(index: int, size: int) -> bytes:

@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 
 from stream_plugin import Stream, StreamingDataset
-from stream_plugin.dataset import BATCHING_METHODS, SAMPLING_METHODS, SHUFFLE_ALGOS
 from stream_plugin.errors import ConfigError
+from stream_plugin.reading.dataset import BATCHING_METHODS, SAMPLING_METHODS, SHUFFLE_ALGOS
 from stream_plugin_lightning import DatasetSpec, StreamSpec
 from stream_plugin_lightning.specs import BatchingMethod, SamplingMethod, ShuffleAlgo, as_dataset_spec
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -176,15 +174,16 @@ def test_shard_lookup_matches_binary_search() -> None:
         assert np.array_equal(layout.shard_of(runs), np.searchsorted(layout.run_end, runs, side="right"))
 
 
-def test_large_stream_is_fast() -> None:
+def test_large_stream_draws_distinct_sorted_ids() -> None:
+    # Its speed (about 0.1 s for 10M) is measured by benchmarks/bench_order.py, not asserted here.
     n = 10**7
-    start = time.perf_counter()
     ids = epoch_stream_samples(
         n, n // 2, samples_per_shard=np.full(1000, n // 1000), method="balanced", granularity=1, seed=0, epoch=1,
         stream_index=0,
     )  # fmt: skip
     assert ids.size == n // 2
-    assert time.perf_counter() - start < 1.0  # ~0.1 s; 100M samples take ~0.8 s
+    assert ids.min() >= 0 and ids.max() < n
+    assert np.all(np.diff(ids) > 0)  # sorted, and no id twice
 
 
 def test_empty_stream_with_zero_count_gives_nothing() -> None:

@@ -26,7 +26,7 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 
 from stream_plugin import ConfigError, StateError, StreamingDataLoader, StreamingDataset
-from stream_plugin.state import ResumeState
+from stream_plugin.reading.state import ResumeState
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from stream_plugin import StreamingDataLoader, StreamingDataset
-from stream_plugin.cursor import IterationPlan
-from stream_plugin.loader import LoaderPosition
+from stream_plugin.reading.cursor import IterationPlan
+from stream_plugin.reading.loader import LoaderPosition
 
 # The expected state after the first batch of a pass, or None outside a Lightning fit.
 ExpectedState = Callable[[], dict[str, int | str] | None]

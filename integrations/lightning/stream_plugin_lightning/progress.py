@@ -16,7 +16,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.loops.progress import _ProcessedTracker
 
 from stream_plugin import StreamingDataset
-from stream_plugin.state import ResumeState
+from stream_plugin.reading.state import ResumeState
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from stream_plugin import Stream
 from stream_plugin.errors import ConfigError
 
-# The option sets of ``StreamingDataset`` (``stream_plugin.dataset``), spelled out so that a YAML typo is
+# The option sets of ``StreamingDataset`` (``stream_plugin.reading.dataset``), spelled out so that a YAML typo is
 # rejected by the parser with the list of choices. A test keeps them equal to the core's tuples.
 ShuffleAlgo = Literal[
     "none", "permute", "naive", "block", "py1b", "py1br", "py1e", "intra_shard", "py1s", "py2s"

@@ -13,7 +13,7 @@ in a worker only, rewrites the batch just before it is pickled:
 The main process receives the very objects the collate function returned (plain tensors, lists of
 ``bytes``); nothing outside this module sees the packed forms. Anything else passes through torch's
 own path unchanged. On its first batch, a worker also keeps freed heap memory for the next batch
-(``stream_plugin.heap``).
+(``stream_plugin.reading.heap``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-from stream_plugin.heap import keep_freed_heap
+from stream_plugin.reading.heap import keep_freed_heap
 
 SMALL_TENSOR_BYTES = 64 * 1024  # tensors up to this size travel inside the pickle
 SHARED_BYTES_MIN = 1 << 20  # lists of bytes from this total size travel through a shared block

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from stream_plugin.dataset_compat import SampleCount
 from stream_plugin.format.index import ShardEntry, load_index
 from stream_plugin.format.reader import ShardReader, open_shard
-from stream_plugin.sample_access import select_samples
-from stream_plugin.shard_table import ShardTable, Spanner
-from stream_plugin.sources import refuse_unsafe_columns
+from stream_plugin.reading.dataset_compat import SampleCount
+from stream_plugin.reading.sample_access import select_samples
+from stream_plugin.reading.shard_table import ShardTable, Spanner
+from stream_plugin.reading.sources import refuse_unsafe_columns
 
 
 class LocalDataset(Dataset[Any]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stream_plugin.state import ResumeState
+from stream_plugin.reading.state import ResumeState
 
 
 @dataclass(frozen=True)

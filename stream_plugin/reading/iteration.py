@@ -13,12 +13,12 @@ import numpy as np
 
 if TYPE_CHECKING:
     from stream_plugin.cache.prefetch import Prefetcher
-    from stream_plugin.dataset import StreamingDataset
-    from stream_plugin.shard_access import ShardAccess
+    from stream_plugin.reading.dataset import StreamingDataset
+    from stream_plugin.reading.shard_access import ShardAccess
 
 
 def _overrides(dataset: StreamingDataset, name: str) -> bool:
-    from stream_plugin.dataset import StreamingDataset
+    from stream_plugin.reading.dataset import StreamingDataset
 
     return getattr(type(dataset), name) is not getattr(StreamingDataset, name)
 

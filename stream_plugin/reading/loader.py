@@ -13,10 +13,10 @@ from typing import Any
 
 from torch.utils.data import DataLoader, default_collate
 
-from stream_plugin.cursor import IterationPlan, persistent_worker_plan
-from stream_plugin.dataset import StreamingDataset
 from stream_plugin.errors import ConfigError
-from stream_plugin.transport import PackedCollate
+from stream_plugin.reading.cursor import IterationPlan, persistent_worker_plan
+from stream_plugin.reading.dataset import StreamingDataset
+from stream_plugin.reading.transport import PackedCollate
 
 
 def collate_zero_copy(batch: list[Any]) -> Any:
@@ -63,7 +63,7 @@ class StreamingDataLoader(DataLoader):
     (fewer than D in all) so that every rank yields the same number of batches, and
     ``real_samples(batch_idx)`` says how many samples of a batch come before such repeats.
     ``collate_fn`` is wrapped in a ``PackedCollate`` (the original is its ``collate``), which makes the
-    trip from workers to the main process cheaper (``stream_plugin.transport``).
+    trip from workers to the main process cheaper (``stream_plugin.reading.transport``).
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> None:

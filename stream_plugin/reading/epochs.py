@@ -19,7 +19,7 @@ from stream_plugin.order.partition import RankBatches
 from stream_plugin.order.plan import DatasetShape, EpochOrder, OrderConfig, plan_epoch
 from stream_plugin.order.sampling import epoch_samples
 from stream_plugin.order.topology import Topology
-from stream_plugin.shard_table import ShardTable
+from stream_plugin.reading.shard_table import ShardTable
 
 _KEEP_ORDERS = 2
 

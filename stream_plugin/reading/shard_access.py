@@ -19,7 +19,7 @@ import numpy as np
 from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.reader import ShardReader, open_shard
-from stream_plugin.shard_table import ShardTable
+from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.storage import ObjectStore
 
 _MAX_OPEN_READERS = 16

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from stream_plugin.cache.eviction import bytes_present
-from stream_plugin.cursor import EpochCursor
 from stream_plugin.errors import ConfigError, ConfigTypeError
 from stream_plugin.format.index import INDEX_BASENAME
-from stream_plugin.shard_access import ShardAccess
-from stream_plugin.shard_table import ShardTable
-from stream_plugin.stream import Stream
+from stream_plugin.reading.cursor import EpochCursor
+from stream_plugin.reading.shard_access import ShardAccess
+from stream_plugin.reading.shard_table import ShardTable
+from stream_plugin.reading.stream import Stream
 
 PARTITION_ALGOS = ("orig", "relaxed")  # MosaicML's; both give our one partitioning
 

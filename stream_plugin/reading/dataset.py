@@ -18,18 +18,8 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from stream_plugin.cache import StatsSnapshot, node_stats
-from stream_plugin.cursor import EpochCursor, IterationPlan
-from stream_plugin.dataset_compat import (
-    MosaicNames,
-    check_batch_size_in_workers,
-    check_canonical_nodes,
-    check_partition_algo,
-    resolve_stream_weights,
-)
-from stream_plugin.epochs import EpochPlanner, OrderSettings
 from stream_plugin.errors import ConfigError, ConfigTypeError, StateError
 from stream_plugin.format.index import ShardEntry
-from stream_plugin.iteration import read_samples
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
 from stream_plugin.order.partition import (
     check_consumed_count,
@@ -39,16 +29,31 @@ from stream_plugin.order.partition import (
 )
 from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
-from stream_plugin.sample_access import select_samples
-from stream_plugin.shard_access import ShardAccess
-from stream_plugin.shard_table import ShardTable, Spanner
-from stream_plugin.sources import check_cache_limit, open_streams, readers_within_limit, refuse_unsafe_columns
-from stream_plugin.state import ResumeState, check_against_dataset, state_mapping
-from stream_plugin.state import fingerprint as make_fingerprint
-from stream_plugin.stream import DownloadSettings, Stream
-from stream_plugin.stream_registry import build_streams
+from stream_plugin.reading.cursor import EpochCursor, IterationPlan
+from stream_plugin.reading.dataset_compat import (
+    MosaicNames,
+    check_batch_size_in_workers,
+    check_canonical_nodes,
+    check_partition_algo,
+    resolve_stream_weights,
+)
+from stream_plugin.reading.epochs import EpochPlanner, OrderSettings
+from stream_plugin.reading.iteration import read_samples
+from stream_plugin.reading.sample_access import select_samples
+from stream_plugin.reading.shard_access import ShardAccess
+from stream_plugin.reading.shard_table import ShardTable, Spanner
+from stream_plugin.reading.sources import (
+    check_cache_limit,
+    open_streams,
+    readers_within_limit,
+    refuse_unsafe_columns,
+)
+from stream_plugin.reading.state import ResumeState, check_against_dataset, state_mapping
+from stream_plugin.reading.state import fingerprint as make_fingerprint
+from stream_plugin.reading.stream import DownloadSettings, Stream
+from stream_plugin.reading.stream_registry import build_streams
+from stream_plugin.reading.world import World, detect_worker, detect_world
 from stream_plugin.units import parse_bytes, parse_count
-from stream_plugin.world import World, detect_worker, detect_world
 
 SHUFFLE_ALGOS = ("none", "permute", "naive", "block", "py1b", "py1br", "py1e", "intra_shard", "py1s", "py2s")
 BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
@@ -106,7 +111,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     One argument is our own: ``world``, this process's place in the job (a ``stream_plugin.World``).
     Left as None, it is detected from ``torch.distributed`` and the launcher's environment variables
-    (see ``stream_plugin.world``). Pass one when the caller knows the layout better than the environment,
+    (see ``stream_plugin.reading.world``). Pass one when the caller knows the layout better than the environment,
     e.g. a framework whose launcher does not export ``LOCAL_WORLD_SIZE``; it is used as given (and kept
     when the dataset is pickled to DataLoader workers), and its ``local_rank`` must be
     ``rank % local_world_size``: ranks fill nodes in order.

@@ -12,9 +12,9 @@ from stream_plugin.cache import CacheConfig, CacheStats, minimum_cache_limit
 from stream_plugin.errors import ConfigError, EmptyStreamError
 from stream_plugin.format.index import ShardEntry, load_index
 from stream_plugin.format.mds import columns_for_entry, refuse_unsafe
-from stream_plugin.shard_access import StreamCacheSpec
+from stream_plugin.reading.shard_access import StreamCacheSpec
+from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.storage import ObjectStore
-from stream_plugin.stream import DownloadSettings, Stream
 from stream_plugin.units import parse_bytes
 
 

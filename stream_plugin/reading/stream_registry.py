@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from typing import Any, overload
 
 from stream_plugin.errors import ConfigError, ConfigTypeError
-from stream_plugin.stream import Stream
+from stream_plugin.reading.stream import Stream
 
 ENTRY_POINT_GROUP = "stream_plugin.streams"
 
