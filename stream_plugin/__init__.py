@@ -35,19 +35,23 @@ from stream_plugin.errors import (
 from stream_plugin.format.encodings import register_encoding
 from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
+from stream_plugin.reading.cursor import IterationPlan
+from stream_plugin.reading.passes import LoaderPass
+from stream_plugin.reading.state import ResumeState
 from stream_plugin.reading.stream import Stream
 from stream_plugin.reading.stream_registry import streams_registry
-from stream_plugin.reading.world import World
+from stream_plugin.reading.world import World, detect_world
 
 if TYPE_CHECKING:
     from stream_plugin.reading.dataset import StreamingDataset
-    from stream_plugin.reading.loader import StreamingDataLoader
+    from stream_plugin.reading.loader import LoaderPosition, StreamingDataLoader
     from stream_plugin.reading.local_dataset import LocalDataset
 
 _IMPORTED_ON_USE = {
     "LocalDataset": "stream_plugin.reading.local_dataset",
     "StreamingDataset": "stream_plugin.reading.dataset",
     "StreamingDataLoader": "stream_plugin.reading.loader",
+    "LoaderPosition": "stream_plugin.reading.loader",
 }
 
 
@@ -78,6 +82,11 @@ __all__ = [
     "TSVWriter",
     "World",
     "XSVWriter",
+    "IterationPlan",
+    "LoaderPass",
+    "LoaderPosition",
+    "ResumeState",
+    "detect_world",
     "merge_index",
     "streams_registry",
     "register_encoding",

@@ -72,3 +72,23 @@ class RemoteChangedError(StorageError):
 
 class StateError(StreamPluginError, ValueError):
     """A resume state does not match the dataset, settings or position it is loaded into."""
+
+
+__all__ = [
+    "StreamPluginError",
+    "ConfigError",
+    "ConfigTypeError",
+    "MissingDependencyError",
+    "EncodingError",
+    "UnknownEncodingError",
+    "UnsafeTypeError",
+    "FormatError",
+    "IndexFormatError",
+    "MissingIndexError",
+    "UnsafePathError",
+    "ShardIntegrityError",
+    "EmptyStreamError",
+    "StorageError",
+    "RemoteChangedError",
+    "StateError",
+]

@@ -24,3 +24,6 @@ def require_extra(module: str, *, extra: str, needed_by: str) -> ModuleType:
         f"{needed_by} needs the {module!r} package, found {found}; install it with: "
         f"pip install 'stream-plugin[{extra}]' (or pip install '.[{extra}]' in a checkout)"
     ) from cause
+
+
+__all__ = ["require_extra"]

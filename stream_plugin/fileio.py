@@ -37,3 +37,6 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
 def publish(temporary: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
     """Move a finished temporary file to its final name in one atomic step."""
     os.replace(temporary, path)
+
+
+__all__ = ["atomic_write_bytes", "publish", "temporary_sibling"]

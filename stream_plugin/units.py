@@ -107,3 +107,6 @@ def parse_whole_number(value: object, *, name: str, meaning: str, fix: str) -> i
     ):
         raise ConfigError(f"{name}: expected a whole number >= 1 ({meaning}), found {value!r}; {fix}")
     return int(value)
+
+
+__all__ = ["format_bytes", "parse_bytes", "parse_count", "parse_whole_number"]

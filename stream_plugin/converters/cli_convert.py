@@ -9,8 +9,8 @@ from stream_plugin.errors import ConfigError
 
 def run_convert(args: argparse.Namespace) -> int:
     """Convert ``args.inputs`` into ``args.out``; returns the number of samples written."""
-    from stream_plugin.convert import parse_columns
     from stream_plugin.converters.hf import is_saved_dataset
+    from stream_plugin.converters.row_files import parse_columns
 
     options = {
         "compression": args.compression,

@@ -240,7 +240,7 @@ def files_to_mds(
     **writer_options: Any,
 ) -> int:
     """Convert row files (``.jsonl``, ``.csv``, ``.tsv``, ``.parquet``) in order; columns from the first."""
-    from stream_plugin.convert import file_columns, file_samples
+    from stream_plugin.converters.row_files import file_columns, file_samples
 
     if not paths:
         raise ConfigError("convert: expected at least one input file, found none; pass the files to convert")

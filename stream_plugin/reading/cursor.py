@@ -1,9 +1,11 @@
 """Where a dataset's next pass starts, and where the current one stands: plain values only.
 
 The main process's cursor is driven by the loader (``begin`` before workers start, ``end`` when a pass
-runs to its end). Workers receive a copy when they start; persistent workers then advance one epoch
-per pass on their own, exactly as the main process does when nothing was loaded in between, or, when
-the loader started them to replay, repeat their first pass (evaluation rewinds to one epoch every pass).
+runs to its end). The pass the loader began reaches the processes that read it as a ``Handoff``: a
+plain value on the cursor while those readers start (DataLoader workers get a copy of the dataset when
+they start). Persistent workers then advance one epoch per pass on their own, exactly as the main
+process does when nothing was loaded in between, or, when the loader started them to replay, repeat
+their first pass (evaluation rewinds to one epoch every pass).
 """
 
 from __future__ import annotations
@@ -22,6 +24,22 @@ class IterationPlan:
     start: int
     epoch_batch_size: int
     num_canonical_nodes: int
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """The pass a loader began, for the readers it starts: this process, or its DataLoader workers."""
+
+    plan: IterationPlan
+    replay: bool = False  # persistent workers started with it repeat it at every pass
+
+
+@dataclass(frozen=True)
+class Position:
+    """A position in the global order: the pass it belongs to and the global samples consumed in its epoch."""
+
+    plan: IterationPlan
+    consumed: int
 
 
 def persistent_worker_plan(
@@ -44,13 +62,14 @@ class EpochCursor:
         self.pending: ResumeState | None = None  # loaded, applied by the next pass
         self.active: IterationPlan | None = None  # the pass in progress (or abandoned mid-way)
         self.finished: IterationPlan | None = None  # the last pass handed out to its end
-        self.loader_plan: IterationPlan | None = None  # the pass the loader began, for its readers
-        self.loader_replays = False  # persistent workers started now repeat loader_plan at every pass
+        self.handoff: Handoff | None = None  # the pass a loader began, while its readers start
+        self.worker_start: Handoff | None = None  # in a worker: the pass it started with
         self.passes_here = 0  # passes run by this (worker) process
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["passes_here"] = 0  # a new worker has run nothing yet
+        state["worker_start"] = None
         return state
 
     def begin(self, *, global_batch_size: int, num_canonical_nodes: int) -> IterationPlan:
@@ -82,29 +101,32 @@ class EpochCursor:
 
     def plan_in_main_process(self, *, global_batch_size: int, num_canonical_nodes: int) -> IterationPlan:
         """The plan for a pass run by the main process (no DataLoader workers)."""
-        if self.loader_plan is not None:
-            plan, self.loader_plan = self.loader_plan, None
+        if self.handoff is not None:
+            plan, self.handoff = self.handoff.plan, None
             return plan
         return self.begin(global_batch_size=global_batch_size, num_canonical_nodes=num_canonical_nodes)
 
     def plan_in_worker(self, *, global_batch_size: int, num_canonical_nodes: int) -> IterationPlan:
         """The plan for a pass run by a DataLoader worker: the one it started with, then the next epochs
         (or the same pass again, when the loader started it to replay)."""
-        first = self.loader_plan or self.active
-        if first is None:
-            # A plain DataLoader started this worker: the main process never planned (see set_epoch).
-            first = IterationPlan(self.next_epoch, 0, global_batch_size, num_canonical_nodes)
-        self.loader_plan = first
+        if self.worker_start is None:
+            if self.handoff is not None:
+                self.worker_start = self.handoff
+            else:
+                # A plain DataLoader started this worker: the main process never planned (see set_epoch).
+                first = self.active or IterationPlan(self.next_epoch, 0, global_batch_size, num_canonical_nodes)
+                self.worker_start = Handoff(first)
+        start = self.worker_start
         plan = persistent_worker_plan(
-            first, self.passes_here, replays=self.loader_replays, global_batch_size=global_batch_size
+            start.plan, self.passes_here, replays=start.replay, global_batch_size=global_batch_size
         )
         self.passes_here += 1
         return plan
 
     def position(
         self, num_samples: int, from_beginning: bool, *, global_batch_size: int, num_canonical_nodes: int
-    ) -> tuple[IterationPlan, int] | ResumeState:
-        """The plan and consumed count after ``num_samples`` (Composer's convention), or a loaded state.
+    ) -> Position:
+        """The position after ``num_samples`` (Composer's convention); a loaded state's, before it is read.
 
         After a pass was handed out to its end, ``num_samples == 0`` is the start of the next epoch (a
         finished epoch is never replayed), while a count is a position in the finished epoch: Composer
@@ -113,17 +135,17 @@ class EpochCursor:
         """
         if self.active is not None:
             plan = self.active
-            return plan, num_samples if from_beginning else plan.start + num_samples
-        if self.pending is not None:
-            if num_samples == 0 or num_samples == self.pending.sample_in_epoch:
-                return self.pending
-            return IterationPlan(
-                self.pending.epoch, 0, self.pending.epoch_batch_size, self.pending.num_canonical_nodes
-            ), num_samples
+            return Position(plan, num_samples if from_beginning else plan.start + num_samples)
+        pending = self.pending
+        if pending is not None:
+            plan = IterationPlan(pending.epoch, 0, pending.epoch_batch_size, pending.num_canonical_nodes)
+            if num_samples == 0:
+                return Position(plan, pending.sample_in_epoch)
+            return Position(plan, num_samples)
         if self.finished is not None and num_samples:
             plan = self.finished
-            return plan, num_samples if from_beginning else plan.start + num_samples
-        return IterationPlan(self.next_epoch, 0, global_batch_size, num_canonical_nodes), num_samples
+            return Position(plan, num_samples if from_beginning else plan.start + num_samples)
+        return Position(IterationPlan(self.next_epoch, 0, global_batch_size, num_canonical_nodes), num_samples)
 
     def load(self, state: ResumeState | None) -> None:
         """Start the next pass at ``state`` (None: forget any loaded state)."""

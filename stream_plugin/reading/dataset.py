@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from stream_plugin.order.partition import (
 )
 from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.topology import Topology
-from stream_plugin.reading.cursor import EpochCursor, IterationPlan
+from stream_plugin.reading.cursor import EpochCursor, Handoff, IterationPlan
 from stream_plugin.reading.dataset_compat import (
     MosaicNames,
     check_batch_size_in_workers,
@@ -38,7 +39,8 @@ from stream_plugin.reading.dataset_compat import (
     resolve_stream_weights,
 )
 from stream_plugin.reading.epochs import EpochPlanner, OrderSettings
-from stream_plugin.reading.iteration import read_samples
+from stream_plugin.reading.iteration import PerSample, read_samples
+from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.sample_access import select_samples
 from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.reading.shard_table import ShardTable, Spanner
@@ -118,6 +120,11 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     Another is ``storage_options``, for the single-stream form (``remote=``): options of the remote's
     store (an endpoint, credentials); with ``streams=``, give each ``Stream`` its own.
+
+    And ``transform``: a function applied to every sample after it is read (in iteration and in
+    ``dataset[i]``), at the cost of one call. It must pickle (it travels to DataLoader workers). A
+    subclass that overrides ``get_item`` (MosaicML's way to transform samples) works too, and its
+    ``super().get_item(i)`` costs about what the plain read does while the dataset iterates.
     """
 
     def __init__(
@@ -150,6 +157,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         stream_name: str = "stream",
         stream_config: dict[str, Any] | None = None,
         world: World | None = None,
+        transform: Callable[[Any], Any] | None = None,
     ) -> None:
         super().__init__()
         stream_defaults = {
@@ -247,14 +255,23 @@ class StreamingDataset(MosaicNames, IterableDataset):
         # Position bookkeeping; workers receive a copy when the loader starts them.
         self._cursor = EpochCursor()
         self._resumed_canonical_nodes: int | None = None
+        if transform is not None and not callable(transform):
+            raise ConfigTypeError(
+                f"transform: expected a function of one sample, or None, found {type(transform).__name__}"
+            )
+        self.transform = transform
         # Process-local; rebuilt lazily after pickling.
         self._access: ShardAccess | None = None
+        # [sample id, read, offset] of the sample the iteration is fetching through an overridden
+        # get_item, so that super().get_item(sample_id) reads it without looking it up again.
+        self._next_read: list[Any] = [None, None, 0]
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_access"] = None
         state["_stores"] = None
+        state["_next_read"] = [None, None, 0]
         return state
 
     # ------------------------------------------------------------------ shape and inspection
@@ -383,28 +400,74 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self._shard_access().prepare(shard_id)
 
     def get_item(self, sample_id: int) -> Any:
-        """The sample with global id ``sample_id``; subclasses override this to transform samples."""
-        shard_ids, offsets = self._table.locate(np.array([sample_id]))
-        return self._shard_access().reader(int(shard_ids[0])).read(int(offsets[0]))
+        """The sample with global id ``sample_id``, after ``transform``.
+
+        Subclasses may override this to transform samples and call ``super().get_item(sample_id)``;
+        during iteration that call reads the sample the loop already located.
+        """
+        next_read = self._next_read
+        if next_read[0] == sample_id:
+            sample = next_read[1](next_read[2])
+        else:
+            shard_ids, offsets = self._table.locate(np.array([sample_id]))
+            sample = self._shard_access().reader(int(shard_ids[0])).read(int(offsets[0]))
+        return sample if self.transform is None else self.transform(sample)
 
     def __getitem__(self, at: Any) -> Any:
         """NumPy-style access: an int (negative counts from the end), a slice, a list or an ndarray."""
+        if type(at) is int and self._next_read[0] == at:  # the sample the iteration located (an overriding subclass's super())
+            return self.get_item(at)
         return select_samples(at, self.num_samples, self.get_item)
 
-    # ------------------------------------------------------------------ position and resumption
-    def _begin_iteration(self) -> IterationPlan:
-        """Plan the next pass (main process); the loader calls this before starting workers."""
-        return self._cursor.begin(
+    # ------------------------------------------------------------------ passes: the loader's protocol
+    def begin_pass(self) -> LoaderPass:
+        """Plan the next pass in the main process: a loaded resume state once, else the next epoch.
+
+        ``StreamingDataLoader`` calls this before it starts the pass's readers (see ``handing_over``);
+        the returned value says how many batches of which sizes every rank yields in it.
+        """
+        plan = self._cursor.begin(
             global_batch_size=self.global_batch_size, num_canonical_nodes=self._canonical_nodes()
         )
+        return self._loader_pass(plan)
 
-    def _end_iteration(self, plan: IterationPlan) -> None:
+    @contextmanager
+    def handing_over(self, plan: IterationPlan, *, replay: bool = False) -> Iterator[None]:
+        """Hand the pass ``plan`` (from ``begin_pass``) to the readers started inside this block.
+
+        The one way a pass plan reaches the processes that read it: this process's next ``iter(dataset)``
+        and the DataLoader workers started inside the block (each gets a copy of the dataset, with the
+        plan, when it starts). Persistent workers then advance one epoch per pass on their own or, with
+        ``replay``, repeat ``plan`` at every pass (evaluation rewinds to the same epoch every pass).
+        """
+        self._cursor.handoff = Handoff(plan, replay)
+        try:
+            yield
+        finally:
+            self._cursor.handoff = None
+
+    def finish_pass(self, plan: IterationPlan) -> None:
+        """Every batch of the pass ``plan`` was handed to the caller: its epoch is finished.
+
+        Call it before handing out the last batch: callers such as Composer read a pass with
+        ``islice(loader, len(loader))`` and never come back for the end of the iterator.
+        """
         self._cursor.end(plan)
 
-    def _batches_in_pass(self, plan: IterationPlan) -> int:
-        """How many batches every rank yields in the pass ``plan`` (fewer than ``len(loader)`` on resume)."""
+    def _loader_pass(self, plan: IterationPlan) -> LoaderPass:
+        """The counts a loader needs for ``plan``'s pass, without planning the order."""
         full, tail = self._remaining_counts(plan)
-        return full + (1 if tail and not self.drop_last else 0)
+        drop = self.drop_last or not tail
+        size, real = (0, 0) if drop else rank_last_size(tail, self.data_parallel_size, self.world.rank // self.replication)
+        return LoaderPass(
+            plan=plan,
+            batches=full + (0 if drop else 1),
+            device_batch_size=self._device_batch_size(),
+            global_batch_size=self.global_batch_size,
+            samples_in_epoch=self.samples_in_epoch(plan.epoch_batch_size),
+            last_batch_size=size,
+            last_batch_real=real,
+        )
 
     def _remaining_counts(self, plan: IterationPlan) -> tuple[int, int]:
         """``(whole global batches, samples of a partial last one)`` of ``plan``'s pass, without planning it."""
@@ -417,10 +480,6 @@ class StreamingDataset(MosaicNames, IterableDataset):
         needs_rechunk(self.batching_method, epoch_batch_size, self.global_batch_size, consumed)
         return remaining_counts(samples, consumed=consumed, global_batch_size=self.global_batch_size)
 
-    def _samples_in_epoch(self, plan: IterationPlan) -> int:
-        """Samples in the epoch of ``plan``: the largest position a state can hold."""
-        return self.samples_in_epoch(plan.epoch_batch_size)
-
     def samples_in_epoch(self, global_batch_size: int | None = None) -> int:
         """Samples an epoch ordered for ``global_batch_size`` (default: today's) holds over all ranks: the
         largest ``sample_in_epoch`` a state can hold. ``epoch_size`` for ``random`` batching; the whole
@@ -430,14 +489,6 @@ class StreamingDataset(MosaicNames, IterableDataset):
             global_batch_size=size, device_batch_size=self._device_batch_size()
         )
         return full * size + rest
-
-    def _last_batch_of_pass(self, plan: IterationPlan) -> tuple[int, int]:
-        """``(size, samples before the rank-balance repeats)`` of this rank's last batch in ``plan``'s
-        pass when it is a short one, else ``(0, 0)``."""
-        _, tail = self._remaining_counts(plan)
-        if self.drop_last or not tail:
-            return 0, 0
-        return rank_last_size(tail, self.data_parallel_size, self.world.rank // self.replication)
 
     def _order(self, plan: IterationPlan) -> EpochOrder:
         check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
@@ -454,17 +505,15 @@ class StreamingDataset(MosaicNames, IterableDataset):
         ``num_samples == 0`` between epochs means "the start of the next epoch": a finished epoch is
         never replayed (MosaicML Streaming 0.13 replays it after an epoch-boundary checkpoint).
         """
-        found = self._cursor.position(
+        position = self._cursor.position(
             num_samples,
             from_beginning,
             global_batch_size=self.global_batch_size,
             num_canonical_nodes=self._canonical_nodes(),
         )
-        if isinstance(found, ResumeState):
-            return found.to_dict()
-        plan, consumed = found
+        plan = position.plan
         # A caller that counts what the ranks received (Composer) counts rank-balance repeats too.
-        consumed = min(consumed, self._samples_in_epoch(plan))
+        consumed = min(position.consumed, self.samples_in_epoch(plan.epoch_batch_size))
         return ResumeState(
             epoch=plan.epoch,
             sample_in_epoch=consumed,
@@ -529,6 +578,8 @@ class StreamingDataset(MosaicNames, IterableDataset):
         )
 
     def __iter__(self) -> Iterator[Any]:
+        """This (rank, worker)'s samples of the next pass. The pass is chosen when ``iter()`` is called
+        (a loader's ``handing_over`` plan, else the next epoch); the samples are read lazily."""
         _, num_workers = detect_worker()
         check_batch_size_in_workers(self.batch_size, num_workers)
         arguments = {
@@ -539,10 +590,27 @@ class StreamingDataset(MosaicNames, IterableDataset):
             plan = self._cursor.plan_in_worker(**arguments)
         else:
             plan = self._cursor.plan_in_main_process(**arguments)
-        yield from read_samples(self, self.sample_ids_for(plan, self.topology()))
+        return self._read_pass(plan, self.sample_ids_for(plan, self.topology()), ends_epoch=not num_workers)
+
+    def _read_pass(self, plan: IterationPlan, sample_ids: np.ndarray, *, ends_epoch: bool) -> Iterator[Any]:
+        shard_ids, offsets = self._table.locate(sample_ids)
+        per_sample = None
+        if _overrides(self, "__getitem__"):
+            per_sample = PerSample(sample_ids, self.__getitem__, self._next_read)
+        elif _overrides(self, "get_item"):
+            per_sample = PerSample(sample_ids, self.get_item, self._next_read)
+        samples = read_samples(
+            self._shard_access(), shard_ids, offsets, predownload=self.predownload, per_sample=per_sample
+        )
+        if self.transform is not None and per_sample is None:
+            samples = map(self.transform, samples)
+        try:
+            yield from samples
+        finally:
+            self._next_read[:] = None, None, 0
         # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
         # generator) keeps its position so that state_dict() still describes it.
-        if num_workers == 0:
+        if ends_epoch:
             self._cursor.end(plan)
 
     def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
@@ -559,3 +627,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
             drop_last=self.drop_last,
         )
         return batches.flat()
+
+
+def _overrides(dataset: StreamingDataset, name: str) -> bool:
+    return getattr(type(dataset), name) is not getattr(StreamingDataset, name)

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, default_collate
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.cursor import IterationPlan, persistent_worker_plan
 from stream_plugin.reading.dataset import StreamingDataset
+from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.transport import PackedCollate
 
 
@@ -90,7 +91,7 @@ class StreamingDataLoader(DataLoader):
             self.collate_fn = PackedCollate(self.collate_fn)
         if isinstance(dataset, StreamingDataset):
             dataset.check_cache_limit(self.num_workers)
-        self._plan: IterationPlan | None = None
+        self._pass: LoaderPass | None = None
         self._batches_yielded = 0
         # Persistent workers plan their later passes on their own; remember how they started.
         self._workers: _PersistentWorkers | None = None
@@ -122,49 +123,45 @@ class StreamingDataLoader(DataLoader):
         )
         return next_plan == plan
 
-    def _workers_should_replay(self, plan: IterationPlan) -> bool:
-        """Whether persistent workers started for ``plan`` should repeat it at every pass.
+    def workers_should_replay(self, plan: IterationPlan) -> bool:
+        """Whether persistent workers started for ``plan`` should repeat it at every pass (a hook).
 
-        Yes when this pass repeats the first pass of the workers it replaces: the caller rewinds to the
-        same epoch before every pass (``set_epoch``), as evaluation does. A wrong guess costs a restart,
-        never data: workers are kept only while the pass they would run next is the one planned here.
+        By default, yes when this pass repeats the first pass of the workers it replaces: the caller
+        rewinds to the same epoch before every pass (``set_epoch``), as evaluation does. A wrong guess
+        costs a restart, never data: workers are kept only while the pass they would run next is the one
+        planned here. A loader that rewinds before every pass by design (an evaluation loader) returns
+        True, so its workers are started once.
         """
         return self._workers is not None and self._workers.first_plan == plan
-
-    def _start_workers_for(self, plan: IterationPlan, dataset: StreamingDataset) -> None:
-        replays = self._workers_should_replay(plan)
-        self._restart_workers()
-        self._workers = _PersistentWorkers(plan, dataset.global_batch_size, replays)
-        dataset._cursor.loader_replays = replays  # pickled to the new workers with loader_plan
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         dataset = self._streaming
         if dataset is None:
             yield from super().__iter__()
             return
-        plan = dataset._begin_iteration()
-        dataset._cursor.loader_plan = plan  # read by the main process, or pickled to new workers
+        current = dataset.begin_pass()
+        plan = current.plan
+        replay = False
         if self.num_workers and self.persistent_workers:
             if not self._workers_would_follow(plan, dataset.global_batch_size):
-                self._start_workers_for(plan, dataset)
+                replay = self.workers_should_replay(plan)
+                self._restart_workers()
+                self._workers = _PersistentWorkers(plan, dataset.global_batch_size, replay)
             self._worker_passes += 1
-        self._plan = plan
+        self._pass = current
         self._batches_yielded = 0
-        pass_batches = dataset._batches_in_pass(plan)
-        if pass_batches == 0:  # resumed at the very end of an epoch: this pass only closes it
-            dataset._end_iteration(plan)
-        batches = super().__iter__()
-        if self.num_workers:
-            dataset._cursor.loader_plan = None  # the workers now hold their copies
-            dataset._cursor.loader_replays = False
+        if current.batches == 0:  # resumed at the very end of an epoch: this pass only closes it
+            dataset.finish_pass(plan)
+        with dataset.handing_over(plan, replay=replay):
+            batches = super().__iter__()  # starts the workers, or this process's reader
         for batch in batches:
             self._batches_yielded += 1
-            if self._batches_yielded == pass_batches:
+            if self._batches_yielded == current.batches:
                 # Before handing out the last batch: callers such as Composer read a pass with
                 # islice(loader, len(loader)) and never come back for the end of the iterator.
-                dataset._end_iteration(plan)
+                dataset.finish_pass(plan)
             yield batch
-        self._plan = None
+        self._pass = None
 
     @property
     def position(self) -> LoaderPosition | None:
@@ -173,17 +170,15 @@ class StreamingDataLoader(DataLoader):
         A pass abandoned mid-way (a ``break``) stays in progress until the next ``iter()`` or
         ``load_state_dict()``, as it does for ``state_dict()``.
         """
-        dataset = self._streaming
-        plan = self._plan
-        if dataset is None or plan is None:
+        current = self._pass
+        if current is None:
             return None
-        received = plan.start + self._batches_yielded * dataset.global_batch_size
+        plan = current.plan
         return LoaderPosition(
             epoch=plan.epoch,
             start=plan.start,
             batches=self._batches_yielded,
-            # A partial last global batch holds fewer samples than G.
-            sample_in_epoch=min(received, dataset._samples_in_epoch(plan)),
+            sample_in_epoch=current.sample_in_epoch(self._batches_yielded),
             epoch_batch_size=plan.epoch_batch_size,
         )
 
@@ -203,25 +198,14 @@ class StreamingDataLoader(DataLoader):
         return size - real
 
     def _batch_counts(self, batch_idx: int) -> tuple[int, int]:
-        dataset = self._streaming
-        plan = self._plan
-        if dataset is None or plan is None:
+        current = self._pass
+        if current is None:
             raise ConfigError(
-                "StreamingDataLoader.real_samples: expected a pass in progress over a StreamingDataset, found "
-                f"{'none' if dataset is not None else type(self.dataset).__name__}; call it while iterating "
-                "(e.g. in validation_step)"
+                "StreamingDataLoader.real_samples / repeats_in: expected a pass in progress over a StreamingDataset, "
+                f"found {'none' if self._streaming is not None else type(self.dataset).__name__}; call it while "
+                "iterating (e.g. in validation_step)"
             )
-        batches = dataset._batches_in_pass(plan)
-        if isinstance(batch_idx, bool) or not isinstance(batch_idx, int) or not 0 <= batch_idx < batches:
-            raise ConfigError(
-                f"StreamingDataLoader.real_samples: expected batch_idx in [0, {batches}) for this pass, found "
-                f"{batch_idx!r}; pass the index of the batch within the current pass"
-            )
-        size, real = dataset._last_batch_of_pass(plan)
-        if size and batch_idx == batches - 1:
-            return size, real
-        batch_size = dataset._device_batch_size()
-        return batch_size, batch_size
+        return current.batch_counts(batch_idx)
 
     def samples_consumed(self) -> int:
         """Global samples of the current epoch that the caller has received (resume point included)."""
@@ -247,6 +231,6 @@ class StreamingDataLoader(DataLoader):
                 f"{type(self.dataset).__name__}"
             )
         dataset.load_state_dict(state, strict=strict)
-        self._plan = None
+        self._pass = None
         self._batches_yielded = 0
         self._restart_workers()

@@ -69,6 +69,10 @@ class ShardAccess:
         self.max_open = max_open
         self._open: OrderedDict[int, tuple[ShardReader, ExitStack]] = OrderedDict()
 
+    @property
+    def num_shards(self) -> int:
+        return len(self._entries)
+
     def cache_of(self, shard_id: int) -> ShardCache:
         return self.caches[int(self._table.stream_per_shard[shard_id])]
 

@@ -19,7 +19,6 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import google.api_core.exceptions as api_exceptions
 import google.auth.exceptions as auth_exceptions
@@ -28,7 +27,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
 
-from stream_plugin.errors import ConfigError, StorageError
+from stream_plugin.errors import StorageError
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -37,6 +36,7 @@ from stream_plugin.storage.base import (
     check_key,
     join_key,
 )
+from stream_plugin.storage.gcs_url import parse_gcs_url
 from stream_plugin.storage.per_process import PerProcess
 
 if TYPE_CHECKING:
@@ -45,14 +45,6 @@ if TYPE_CHECKING:
 EMULATOR_ENV_VAR = "STORAGE_EMULATOR_HOST"
 HMAC_ENV_VARS = ("GCS_KEY", "GCS_SECRET")
 TRANSIENT_STATUS = frozenset({408, 429})
-
-
-def parse_gcs_url(url: str) -> tuple[str, str]:
-    """Split ``gs://bucket/some/prefix`` into ``("bucket", "some/prefix")``."""
-    parts = urlsplit(url)
-    if parts.scheme != "gs" or not parts.netloc:
-        raise ConfigError(f"Expected a GCS URL like 'gs://bucket/prefix', found {url!r}; add the bucket name.")
-    return parts.netloc, parts.path.strip("/")
 
 
 def open_gcs_store(

@@ -7,7 +7,7 @@ another S3-compatible endpoint (the tests use moto).
 
 from __future__ import annotations
 
-from stream_plugin.storage.gcs import parse_gcs_url
+from stream_plugin.storage.gcs_url import parse_gcs_url
 from stream_plugin.storage.s3 import S3Store
 
 GCS_XML_ENDPOINT = "https://storage.googleapis.com"

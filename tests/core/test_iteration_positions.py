@@ -1,6 +1,10 @@
 import numpy as np
 
-from stream_plugin.reading.iteration import _CHUNK, _positions
+from stream_plugin.reading.iteration import _CHUNK, _rows
+
+
+def _positions(shard_ids: np.ndarray, offsets: np.ndarray) -> list[tuple[int, int, int]]:
+    return [(position, *row) for position, row in enumerate(_rows(shard_ids, offsets))]  # type: ignore[misc]
 
 
 def test_positions_cross_chunk_boundaries_without_gaps_or_repeats() -> None:

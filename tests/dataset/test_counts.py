@@ -104,7 +104,7 @@ def check_epoch(dataset: StreamingDataset, *, ranks: int, workers: int, drop_las
         assert len({len(share) for share in shares}) == 1, f"step {step}: ranks differ in batch size"
         if step == loader_len - 1 and len(order.tail) and not drop_last:  # the partial global batch
             counts = _real_counts(len(order.tail), ranks)
-            assert counts[0] == dataset._last_batch_of_pass(plan)[1]
+            assert counts[0] == dataset._loader_pass(plan).last_batch_real
             repeats += sum(len(share) - count for share, count in zip(shares, counts, strict=True))
             real_rows.append(
                 np.concatenate([share[:count] for share, count in zip(shares, counts, strict=True)])

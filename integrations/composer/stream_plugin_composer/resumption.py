@@ -25,8 +25,7 @@ from typing import Any
 from composer.core import Callback, State
 from composer.loggers import Logger
 
-from stream_plugin import ConfigError, StateError, StreamingDataLoader, StreamingDataset
-from stream_plugin.reading.state import ResumeState
+from stream_plugin import ConfigError, ResumeState, StateError, StreamingDataLoader, StreamingDataset
 
 log = logging.getLogger(__name__)
 

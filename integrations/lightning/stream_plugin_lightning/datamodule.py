@@ -21,9 +21,8 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 
-from stream_plugin import StreamingDataset
+from stream_plugin import StreamingDataset, World, detect_world
 from stream_plugin.errors import ConfigError, StateError
-from stream_plugin.reading.world import World, detect_world
 from stream_plugin_lightning.batch_sizes import BatchSizes, check_positive, resolve_batch_sizes
 from stream_plugin_lightning.loaders import EvalLoader, TrainLoader, WorkerInit
 from stream_plugin_lightning.progress import TrainPosition, batches_per_epoch, state_at, train_position

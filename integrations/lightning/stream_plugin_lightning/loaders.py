@@ -13,9 +13,7 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from stream_plugin import StreamingDataLoader, StreamingDataset
-from stream_plugin.reading.cursor import IterationPlan
-from stream_plugin.reading.loader import LoaderPosition
+from stream_plugin import IterationPlan, LoaderPosition, StreamingDataLoader, StreamingDataset
 
 # The expected state after the first batch of a pass, or None outside a Lightning fit.
 ExpectedState = Callable[[], dict[str, int | str] | None]
@@ -109,6 +107,6 @@ class EvalLoader(StreamingDataLoader):
             dataset.set_epoch(0)
         yield from super().__iter__()
 
-    def _workers_should_replay(self, plan: IterationPlan) -> bool:
+    def workers_should_replay(self, plan: IterationPlan) -> bool:
         # Every pass rewinds to the start of epoch 0, so the first pass is the one to repeat.
         return True

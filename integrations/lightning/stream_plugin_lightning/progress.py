@@ -15,8 +15,7 @@ from typing import cast
 import lightning.pytorch as pl
 from lightning.pytorch.loops.progress import _ProcessedTracker
 
-from stream_plugin import StreamingDataset
-from stream_plugin.reading.state import ResumeState
+from stream_plugin import ResumeState, StreamingDataset
 
 
 @dataclass(frozen=True)

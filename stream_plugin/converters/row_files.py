@@ -166,29 +166,3 @@ def file_samples(path: str | Path, columns: dict[str, str]) -> Iterator[Row]:
     rows, is_text = _rows(path)
     for row in rows:
         yield _cast(row, columns) if is_text else {name: row.get(name) for name in columns}
-
-
-def convert_file(
-    input_path: str | Path,
-    out: str,
-    *,
-    columns: str | dict[str, str] | None = None,
-    compression: str | None = None,
-    size_limit: int | str | None = "64mb",
-    hashes: list[str] | None = None,
-    progress: bool = True,
-    exist_ok: bool = False,
-) -> int:
-    """Write every row of ``input_path`` as an MDS sample under ``out``; returns the number written."""
-    from stream_plugin.converters.parallel import files_to_mds
-
-    return files_to_mds(
-        [input_path],
-        out,
-        columns=columns,
-        compression=compression,
-        size_limit=size_limit,
-        hashes=hashes,
-        progress=progress,
-        exist_ok=exist_ok,
-    )
