@@ -19,7 +19,7 @@ import numpy as np
 
 from stream_plugin.order.layout import ShardRuns
 from stream_plugin.order.random import rng_for
-from stream_plugin.order.shuffle import _LOOP_SEGMENTS_MAX, SpanKey, get_shuffle
+from stream_plugin.order.shuffle import _LOOP_SEGMENTS_MAX, SpanKey, get_shuffle, skip_shuffles
 
 # Samples decoded per piece: a few MiB, and enough for the per-piece Python work not to show.
 PIECE_SAMPLES = 1 << 21
@@ -114,10 +114,7 @@ class SpanReader:
         elif self._vectorised:
             self._rng.bit_generator.advance(int(lengths.sum()))  # type: ignore[attr-defined]
         else:
-            scratch = np.empty(int(lengths.max()) if len(lengths) else 0, dtype=np.uint8)
-            for length in lengths.tolist():
-                if length > 1:
-                    self._rng.shuffle(scratch[:length])
+            skip_shuffles(self._rng, lengths.tolist())
         self._piece = np.zeros(0, dtype=self._dtype)
         self._piece_start = int(self._bounds[segment])
         self._next_segment = segment
