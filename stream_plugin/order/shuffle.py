@@ -109,11 +109,17 @@ def skip_shuffles(rng: np.random.Generator, lengths: Iterable[int]) -> None:
     ``i = n-1 .. 1``) whatever the values, dtype or strides, so shuffling a length-n view of one int64
     (stride 0) makes the same draws while touching 8 bytes and allocating nothing. int64 is the item
     size numpy's swap loop is specialised for: a third faster than a uint8 scratch array.
+
+    Counting the 32-bit words the draws consume from bulk ``random_raw`` output, then ``advance``,
+    gives the same state, but each draw starts where the previous one's rejections ended: resolving
+    that chain with numpy array passes cost more per draw than this loop when tried.
     """
-    cell = np.zeros(1, dtype=np.int64)
-    for length in lengths:
-        if length > 1:
-            rng.shuffle(as_strided(cell, shape=(length,), strides=(0,)))
+    drawn = [length for length in lengths if length > 1]  # shuffles of 0 or 1 item draw nothing
+    if not drawn:
+        return
+    sink = as_strided(np.zeros(1, dtype=np.int64), shape=(max(drawn),), strides=(0,))  # (max,): one cell
+    for length in drawn:
+        rng.shuffle(sink[:length])
 
 
 @register_shuffle("none")

@@ -8,7 +8,8 @@ bit-for-bit those of the whole shuffle; memory is one piece, not the span.
 
 Skipping ahead (a resume, or a rank whose columns start later) still has to make the generator's
 draws for the skipped segments, but not copy their samples: Fisher-Yates draws depend only on the
-segment's length, and the vectorised path's uniform floats are one 64-bit step each.
+segment's length (``shuffle.skip_shuffles`` makes them on a one-cell view), and the vectorised path's
+uniform floats are one 64-bit step each.
 
 ``permute`` and shuffles registered by users have no segments: their span is built whole, once.
 """
