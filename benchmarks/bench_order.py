@@ -65,12 +65,16 @@ def run_one(num_samples: int, algo: str, nodes: int, batch: int, shards: int) ->
         global_batch_size=batch,
     )
     rss_before = peak_rss_mib()
+    cpu_start = time.process_time()
     start = time.perf_counter()
     order = plan_epoch(shape, chosen, config, epoch=1)
     seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu_start
     peak = peak_rss_mib()
     assert order.num_samples == num_samples
-    return _planning_figures(num_samples, seconds, peak, rss_before, rss_after_imports)
+    figures = _planning_figures(num_samples, seconds, peak, rss_before, rss_after_imports)
+    figures["cpu_seconds"] = cpu_seconds
+    return figures
 
 
 def run_rank(

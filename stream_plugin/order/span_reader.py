@@ -8,7 +8,8 @@ bit-for-bit those of the whole shuffle; memory is one piece, not the span.
 
 Skipping ahead (a resume, or a rank whose columns start later) still has to make the generator's
 draws for the skipped segments, but not copy their samples: Fisher-Yates draws depend only on the
-segment's length, and the vectorised path's uniform floats are one 64-bit step each.
+segment's length (``shuffle.skip_shuffles`` makes them on a one-cell view), and the vectorised path's
+uniform floats are one 64-bit step each.
 
 ``permute`` and shuffles registered by users have no segments: their span is built whole, once.
 """
@@ -19,7 +20,7 @@ import numpy as np
 
 from stream_plugin.order.layout import ShardRuns
 from stream_plugin.order.random import rng_for
-from stream_plugin.order.shuffle import _LOOP_SEGMENTS_MAX, SpanKey, get_shuffle
+from stream_plugin.order.shuffle import _LOOP_SEGMENTS_MAX, SpanKey, get_shuffle, skip_shuffles
 
 # Samples decoded per piece: a few MiB, and enough for the per-piece Python work not to show.
 PIECE_SAMPLES = 1 << 21
@@ -114,10 +115,7 @@ class SpanReader:
         elif self._vectorised:
             self._rng.bit_generator.advance(int(lengths.sum()))  # type: ignore[attr-defined]
         else:
-            scratch = np.empty(int(lengths.max()) if len(lengths) else 0, dtype=np.uint8)
-            for length in lengths.tolist():
-                if length > 1:
-                    self._rng.shuffle(scratch[:length])
+            skip_shuffles(self._rng, lengths.tolist())
         self._piece = np.zeros(0, dtype=self._dtype)
         self._piece_start = int(self._bounds[segment])
         self._next_segment = segment
