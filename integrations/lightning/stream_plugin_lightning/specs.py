@@ -8,7 +8,7 @@ they depend on the world size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -82,6 +82,7 @@ class DatasetSpec:
     storage_options: dict[str, Any] | None = None
     stream_name: str = "stream"  # a name in stream_plugin.streams_registry (for remote/local)
     stream_config: dict[str, Any] | None = None  # extra arguments for that Stream class
+    transform: Callable[[Any], Any] | None = None  # applied to every sample after it is read
 
     def dataset_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``StreamingDataset`` (or a subclass), ``streams`` built, no batch size."""
