@@ -16,13 +16,13 @@ import numpy as np
 import torch
 
 from stream_plugin.dataset import StreamingDataset
+from stream_plugin.dataset_compat import resolve_stream_weights
 from stream_plugin.epochs import EpochPlanner, OrderSettings
 from stream_plugin.errors import EmptyStreamError, StateError
 from stream_plugin.order.mixing import samples_per_stream
 from stream_plugin.shard_table import ShardTable
 from stream_plugin.state import fingerprint as make_fingerprint
 from stream_plugin.stream import Stream
-from stream_plugin.dataset_compat import resolve_stream_weights
 from stream_plugin.text.blocks import block_pieces, blocks_per_shard, num_blocks, token_offsets
 from stream_plugin.text.samples import check_token_encoding_type
 from stream_plugin.text.token_counts import cached_counts, count_tokens, counts_path, sample_tokens
@@ -32,7 +32,9 @@ STATE_KEY = "block_size"
 
 
 def check_block_size(value: Any) -> int:
-    return parse_whole_number(value, name="block_size", meaning="input tokens per block", fix="set e.g. block_size=2048")
+    return parse_whole_number(
+        value, name="block_size", meaning="input tokens per block", fix="set e.g. block_size=2048"
+    )
 
 
 class StreamingTokenBlockDataset(StreamingDataset):
@@ -99,9 +101,14 @@ class StreamingTokenBlockDataset(StreamingDataset):
         epoch_size_value = None if epoch_size is None else parse_count(epoch_size, name="epoch_size")
         weights = [stream.weight for stream in self.streams]
         self._samples_per_stream_per_epoch = samples_per_stream(
-            self._table.samples_per_stream.tolist(), weights, epoch_size=epoch_size_value, seed=self.shuffle_seed
+            self._table.samples_per_stream.tolist(),
+            weights,
+            epoch_size=epoch_size_value,
+            seed=self.shuffle_seed,
         )
-        resolve_stream_weights(self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch)
+        resolve_stream_weights(
+            self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch
+        )
         self._planner = EpochPlanner(self._table, self._samples_per_stream_per_epoch, self._order_settings())
         self._fingerprint = make_fingerprint(
             {
@@ -125,9 +132,14 @@ class StreamingTokenBlockDataset(StreamingDataset):
 
     # ------------------------------------------------------------------ reading
     @property
+    def tokens_per_stream(self) -> np.ndarray:
+        """Tokens in each stream's flat token stream (before cutting it into blocks): ``(streams,)``."""
+        return np.array([int(offsets[-1]) for offsets in self._token_offsets], np.int64)
+
+    @property
     def num_tokens(self) -> int:
-        """Tokens in all streams (before cutting into blocks)."""
-        return sum(int(offsets[-1]) for offsets in self._token_offsets)
+        """Tokens in all streams."""
+        return int(self.tokens_per_stream.sum())
 
     def get_item(self, sample_id: int) -> torch.Tensor:
         """Block ``sample_id`` (a global block id): ``block_size + 1`` int64 tokens."""

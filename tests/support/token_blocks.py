@@ -36,7 +36,9 @@ def write_token_stream(
     """Write the stream; returns all its tokens in stored order (the flat stream)."""
     tokens = []
     position = base
-    with MDSWriter(out=str(folder), columns={column: encoding}, size_limit=size_limit, compression=compression) as writer:
+    with MDSWriter(
+        out=str(folder), columns={column: encoding}, size_limit=size_limit, compression=compression
+    ) as writer:
         for length in sample_lengths(num_samples, seed=base // STREAM_BASE):
             row = np.arange(position, position + length, dtype=np.int32)
             position += length
