@@ -9,6 +9,7 @@ shards hold blocks (those that start in them) instead of samples.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from stream_plugin.text.samples import check_token_encoding_type
 from stream_plugin.text.token_counts import cached_counts, count_tokens, counts_path, sample_tokens
 from stream_plugin.units import parse_count, parse_whole_number
 
-STATE_KEY = "block_size"
+_SIZE_IN_FINGERPRINT = re.compile(r":block_size=(\d+)$")
 
 
 def check_block_size(value: Any) -> int:
@@ -110,14 +111,14 @@ class StreamingTokenBlockDataset(StreamingDataset):
             self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch
         )
         self._planner = EpochPlanner(self._table, self._samples_per_stream_per_epoch, self._order_settings())
-        self._fingerprint = make_fingerprint(
+        digest = make_fingerprint(
             {
                 "samples": self._fingerprint,
-                "block_size": self.block_size,
                 "column": self.column,
                 "token_encoding_type": self.token_encoding_type,
             }
         )
+        self._fingerprint = f"{digest}:block_size={self.block_size}"
 
     def _order_settings(self) -> OrderSettings:
         return OrderSettings(
@@ -158,23 +159,28 @@ class StreamingTokenBlockDataset(StreamingDataset):
         return sample_tokens(sample, self.column, self.token_encoding_type)
 
     # ------------------------------------------------------------------ resumption
-    def state_dict(self, num_samples: int = 0, from_beginning: bool = True) -> dict[str, int | str]:
-        """``StreamingDataset``'s state (positions count blocks) plus the ``block_size`` it was taken at."""
-        return {**super().state_dict(num_samples, from_beginning), STATE_KEY: self.block_size}
-
     def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:
-        """As ``StreamingDataset``'s; a state taken at another ``block_size`` is refused (``strict``)."""
-        if isinstance(obj, dict) and STATE_KEY in obj:
-            saved = obj[STATE_KEY]
-            if strict and saved != self.block_size:
-                raise StateError(
-                    f"block_size: expected {saved} as in the checkpoint, found {self.block_size}; blocks of "
-                    f"another size are other samples, so the position cannot carry over. Pass "
-                    f"block_size={saved} to resume, or load_state_dict(state, strict=False) to continue at "
-                    "the same block count in the new blocks"
-                )
-            obj = {key: value for key, value in obj.items() if key != STATE_KEY}
+        """As ``StreamingDataset``'s; a state taken at another ``block_size`` is refused (``strict``).
+
+        The state is ``StreamingDataset``'s (positions count blocks); its fingerprint ends with the
+        ``block_size``, so the size survives any integration that carries the state.
+        """
+        saved = saved_block_size(obj)
+        if strict and saved is not None and saved != self.block_size:
+            raise StateError(
+                f"block_size: expected {saved} as in the checkpoint, found {self.block_size}; blocks of "
+                f"another size are other samples, so the position cannot carry over. Pass "
+                f"block_size={saved} to resume, or load_state_dict(state, strict=False) to continue at "
+                "the same block count in the new blocks"
+            )
         super().load_state_dict(obj, strict=strict)
+
+
+def saved_block_size(obj: object) -> int | None:
+    """The ``block_size`` a resume state was taken at (from its fingerprint), or None for another dataset's."""
+    fingerprint = obj.get("fingerprint") if isinstance(obj, dict) else None
+    found = _SIZE_IN_FINGERPRINT.search(fingerprint) if isinstance(fingerprint, str) else None
+    return int(found.group(1)) if found else None
 
 
 def _refuse_streams_without_blocks(
