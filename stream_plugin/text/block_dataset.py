@@ -10,6 +10,7 @@ shards hold blocks (those that start in them) instead of samples.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,6 +120,11 @@ class StreamingTokenBlockDataset(StreamingDataset):
             }
         )
         self._fingerprint = f"{digest}:block_size={self.block_size}"
+        # Scalar lookups of the read path, as Python lists (bisect beats numpy on one value).
+        self._num_blocks = self._table.num_samples
+        self._first_block_per_stream: list[int] = self._table.sample_offset_per_stream.tolist()
+        self._first_sample_per_stream: list[int] = table.sample_offset_per_stream.tolist()
+        self._first_sample_per_shard: list[int] = table.sample_offset_per_shard.tolist()
 
     def _order_settings(self) -> OrderSettings:
         return OrderSettings(
@@ -142,20 +148,26 @@ class StreamingTokenBlockDataset(StreamingDataset):
         """Tokens in all streams."""
         return int(self.tokens_per_stream.sum())
 
+    def __getitem__(self, at: Any) -> Any:
+        """Block ``at``; slices, lists, arrays and negative ints as ``StreamingDataset``'s."""
+        if type(at) is int and 0 <= at < self._num_blocks:
+            return self.get_item(at)  # the per-block path of iteration
+        return super().__getitem__(at)
+
     def get_item(self, sample_id: int) -> torch.Tensor:
         """Block ``sample_id`` (a global block id): ``block_size + 1`` int64 tokens."""
-        shard_ids, _ = self._table.locate(np.array([sample_id]))
-        stream = int(self._table.stream_per_shard[shard_ids[0]])
-        block = int(sample_id) - int(self._table.sample_offset_per_stream[stream])
-        first_sample = int(self._samples.sample_offset_per_stream[stream])
-        pieces = []
-        for sample, begin, end in block_pieces(self._token_offsets[stream], self.block_size, block):
-            pieces.append(self._sample_tokens(first_sample + sample)[begin:end])
-        return torch.from_numpy(np.concatenate(pieces).astype(np.int64))
+        stream = bisect_right(self._first_block_per_stream, sample_id) - 1
+        block = sample_id - self._first_block_per_stream[stream]
+        first_sample = self._first_sample_per_stream[stream]
+        pieces = [
+            self._sample_tokens(first_sample + sample)[begin:end]
+            for sample, begin, end in block_pieces(self._token_offsets[stream], self.block_size, block)
+        ]
+        return torch.from_numpy(np.concatenate(pieces, dtype=np.int64))
 
     def _sample_tokens(self, sample_id: int) -> np.ndarray:
-        shard_ids, offsets = self._samples.locate(np.array([sample_id]))
-        sample = self._shard_access().reader(int(shard_ids[0])).read(int(offsets[0]))
+        shard = bisect_right(self._first_sample_per_shard, sample_id) - 1
+        sample = self._shard_access().reader(shard).read(sample_id - self._first_sample_per_shard[shard])
         return sample_tokens(sample, self.column, self.token_encoding_type)
 
     # ------------------------------------------------------------------ resumption
