@@ -206,20 +206,3 @@ def render(result: dict[str, Any]) -> str:
             f"{median_of(values):,.0f} | {spread_of(values)} | {first:.2f} | {ratio(ours, median_of(values))} |"
         )
     return "\n".join(lines)
-
-
-def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """Ours at least litdata's TokensLoader, per shuffle and worker count."""
-    speed = {
-        (row["shuffle"], row["workers"], row["library"]): median_of(
-            [run["tokens_per_s"] for run in row["runs"]]
-        )
-        for row in result["rows"]
-    }
-    checks = []
-    for (shuffle, workers, library), ours in speed.items():
-        lit = speed.get((shuffle, workers, LITDATA))
-        if library == OURS and lit:
-            case = f"token blocks, shuffle {'on' if shuffle else 'off'}, {workers} workers: >= litdata TokensLoader"
-            checks.append((case, f"{ours / lit:.2f}x", ours >= lit))
-    return checks

@@ -43,7 +43,8 @@ def write_token_stream(
             row = np.arange(position, position + length, dtype=np.int32)
             position += length
             tokens.append(row)
-            writer.write({column: row.tobytes() if encoding == "bytes" else row})
+            stored = {"bytes": row.tobytes(), "json": row.tolist()}.get(encoding, row)
+            writer.write({column: stored})
     return np.concatenate(tokens).astype(np.int64)
 
 

@@ -66,7 +66,12 @@ def test_blocks_per_shard_counts_the_blocks_starting_in_each_shard() -> None:
 # ---------------------------------------------------------------------------------------- the dataset
 @pytest.mark.parametrize(
     ("encoding", "compression", "token_encoding_type"),
-    [("ndarray:int32", None, "int64"), ("bytes", "zstd", "int32"), ("ndarray", None, "int64")],
+    [
+        ("ndarray:int32", None, "int64"),
+        ("bytes", "zstd", "int32"),
+        ("ndarray", None, "int64"),
+        ("json", None, "int64"),
+    ],
 )
 def test_blocks_cover_the_token_stream_exactly_once_per_epoch(
     tmp_path: Path, encoding: str, compression: str | None, token_encoding_type: str
