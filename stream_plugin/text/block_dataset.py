@@ -48,7 +48,7 @@ class StreamingTokenBlockDataset(StreamingDataset):
 
     Args:
         block_size: input tokens per block.
-        column: the column that holds each sample's tokens (an int ``ndarray``, ``bytes`` or a list).
+        column: the column that holds each sample's tokens (an int ``ndarray``, a ``json`` list, ``bytes``).
         token_encoding_type: the dtype of tokens stored as raw ``bytes``; ndarray columns carry their own.
         Every other argument is ``StreamingDataset``'s; counts in it (``epoch_size``, a stream's
         ``choose``, ``shuffle_block_size``, ``batch_size``) are counted in blocks, and ``proportion``
