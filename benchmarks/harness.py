@@ -27,6 +27,7 @@ from benchmarks import (
     bench_iterate,
     bench_order,
     bench_resume,
+    bench_tokens,
     bench_write,
 )
 from benchmarks.common import REPO_DIR, machine_lines
@@ -44,6 +45,7 @@ FIGURES = {
         bench_order,
         bench_egress,
         bench_convert,
+        bench_tokens,
     )
 }
 RESULTS_DIR = REPO_DIR / "benchmarks" / "results"

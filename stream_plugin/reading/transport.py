@@ -52,7 +52,10 @@ class _TensorByValue:
 
     def __reduce__(self) -> tuple[Callable[..., torch.Tensor], tuple[bytes, torch.dtype, tuple[int, ...]]]:
         tensor = self.tensor
-        data = tensor.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()
+        # contiguous_format, not .contiguous(): a one-element view keeps its stride (say 17) under
+        # .contiguous(), and .view(torch.uint8) refuses any last stride but 1.
+        flat = tensor.clone(memory_format=torch.contiguous_format).reshape(-1)
+        data = flat.view(torch.uint8).numpy().tobytes()
         return _tensor_from_bytes, (data, tensor.dtype, tuple(tensor.shape))
 
 

@@ -106,6 +106,14 @@ def test_small_tensor_travels_by_value_inside_the_pickle() -> None:
     _assert_same(_roundtrip(packed), {"id": tensor})
 
 
+def test_strided_views_travel_by_value_including_one_element_ones() -> None:
+    packer = PackedCollate(lambda batch: batch)
+    rows = torch.arange(3 * 17).reshape(3, 17)
+    views = {"column": rows[:, 0], "one": rows[:1, 0], "transposed": rows.t()[:4]}
+    assert views["one"].stride() == (17,)  # one element, yet not stride 1
+    _assert_same(_roundtrip(packer._pack(views)), {key: view.clone() for key, view in views.items()})
+
+
 def test_tensors_that_cannot_travel_by_value_keep_torchs_path() -> None:
     packer = PackedCollate(lambda batch: batch)
     large = torch.zeros(SMALL_TENSOR_BYTES + 1, dtype=torch.uint8)

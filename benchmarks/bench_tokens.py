@@ -1,0 +1,208 @@
+"""Token-block throughput: fixed-size blocks read across document boundaries, ours vs litdata's TokensLoader.
+
+The same documents (random int32 token ids, 64 to 4,095 tokens each) are written once per library:
+as MDS with one `ndarray:int32` column by our `MDSWriter` (16 MiB shards), and by litdata's
+`optimize(..., item_loader=TokensLoader())` (chunks of the same 16 MiB of tokens). Ours reads them
+with `StreamingTokenBlockDataset(block_size=2048)` and `StreamingDataLoader`; litdata with
+`StreamingDataset(item_loader=TokensLoader(block_size=2049))` and its `StreamingDataLoader`: both
+yield 2,049 tokens per block (2,048 inputs plus the label of the last), batch 8, torch's default
+collate. Tokens/s counts 2,048 input tokens per block, after the first batch, up to a budget; each
+measurement runs in a fresh process from a warm local copy. Differences by design: our blocks overlap
+by one token and may span shards, so every token is an input once; litdata's blocks are disjoint and
+stop at chunk ends. Ours hands out int64 tensors (what an embedding takes), litdata the stored int32.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import median_of, ratio, run_child, spread_of
+from benchmarks.libraries import import_library
+from benchmarks.options import Options
+from benchmarks.workloads import LITDATA, OURS, SHARD_BYTES
+
+FIGURE = "tokens"
+TITLE = "Token-block throughput (pre-training blocks across document boundaries)"
+BLOCK = 2048
+BATCH = 8
+VOCAB = 50_257
+FULL_DOCUMENTS = 10_000  # about 20M tokens, 80 MB
+SMOKE_DOCUMENTS = 60
+TOKEN_BUDGET = 10_000_000  # input tokens timed per run (after the first batch)
+WORKERS = (0, 2)
+SHUFFLES = (False, True)
+_MARKER = ".benchmark-complete"
+
+
+def document(index: int) -> np.ndarray:
+    """Document ``index``'s tokens: int32 ids, 64 to 4,095 of them, the same for every library."""
+    rng = np.random.default_rng([7, index])
+    return rng.integers(0, VOCAB, size=int(rng.integers(64, 4096)), dtype=np.int32)
+
+
+def documents_for(options: Options) -> int:
+    return SMOKE_DOCUMENTS if options.smoke else FULL_DOCUMENTS
+
+
+def _write_ours(folder: Path, count: int) -> None:
+    from stream_plugin import MDSWriter
+
+    with MDSWriter(out=str(folder), columns={"tokens": "ndarray:int32"}, size_limit=SHARD_BYTES) as writer:
+        for index in range(count):
+            writer.write({"tokens": document(index)})
+
+
+def litdata_document(index: int) -> Iterator[Any]:
+    """litdata's ``optimize`` function: one document as a 1-D tensor (module level, for its workers)."""
+    import torch
+
+    yield torch.from_numpy(document(index))
+
+
+def _write_litdata(folder: Path, count: int) -> None:
+    from litdata import TokensLoader, optimize
+
+    tokens_per_chunk = (SHARD_BYTES // 4) // (BLOCK + 1) * (BLOCK + 1)
+    optimize(
+        fn=litdata_document,
+        inputs=list(range(count)),
+        output_dir=str(folder),
+        chunk_size=tokens_per_chunk,
+        item_loader=TokensLoader(),
+        num_workers=1,  # one writer keeps the documents in order, as ours
+        reorder_files=False,
+    )
+
+
+def prepare(root: Path, count: int, libraries: tuple[str, ...]) -> dict[str, Path]:
+    """Write the documents for each library that lacks a finished copy."""
+    writers = {OURS: _write_ours, LITDATA: _write_litdata}
+    folders = {}
+    for library in libraries:
+        folder = root / f"tokens-{count}" / ("mds-ours" if library == OURS else "litdata")
+        marker = folder / _MARKER
+        expected = json.dumps({"documents": count, "shard_bytes": SHARD_BYTES, "block": BLOCK})
+        if not (marker.exists() and marker.read_text() == expected):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            writers[library](folder, count)
+            marker.write_text(expected)
+        folders[library] = folder
+    return folders
+
+
+def _loader(library: str, local: str, shuffle: bool, num_workers: int) -> Any:
+    if library == OURS:
+        from stream_plugin import StreamingDataLoader
+        from stream_plugin.text import StreamingTokenBlockDataset
+
+        ours = StreamingTokenBlockDataset(
+            local=local, block_size=BLOCK, batch_size=BATCH, shuffle=shuffle, num_canonical_nodes=1
+        )
+        return StreamingDataLoader(ours, batch_size=BATCH, num_workers=num_workers)
+    from litdata import StreamingDataLoader as LitLoader
+    from litdata import StreamingDataset as LitDataset
+    from litdata import TokensLoader
+
+    theirs = LitDataset(input_dir=local, item_loader=TokensLoader(block_size=BLOCK + 1), shuffle=shuffle)
+    return LitLoader(theirs, batch_size=BATCH, num_workers=num_workers)
+
+
+def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budget: int) -> dict[str, Any]:
+    """One timed pass in this (fresh) process."""
+    import_library(library)
+    if library == OURS:
+        import stream_plugin.text  # noqa: F401  (imported before the timer, as litdata's top level is)
+
+    start = time.perf_counter()
+    batches = iter(_loader(library, local, shuffle, num_workers))
+    first = next(batches)
+    first_batch = time.perf_counter()
+    tokens = 0
+    for batch in batches:
+        assert batch.shape[1] == BLOCK + 1, batch.shape
+        tokens += batch.shape[0] * BLOCK
+        if tokens >= budget:
+            break
+    end = time.perf_counter()
+    del batches
+    return {
+        "tokens_per_s": tokens / (end - first_batch),
+        "tokens": tokens,
+        "first_batch_s": first_batch - start,
+        "first_block_sum": int(first[0].long().sum()) if not shuffle else None,
+    }
+
+
+def count_once(local: str) -> dict[str, Any]:
+    """Build our dataset on a folder without saved token counts: the once-per-node counting pass."""
+    import_library(OURS)
+    from stream_plugin.text import StreamingTokenBlockDataset
+
+    start = time.perf_counter()
+    StreamingTokenBlockDataset(local=local, block_size=BLOCK, batch_size=BATCH)
+    return {"seconds": time.perf_counter() - start}
+
+
+def measure(options: Options) -> dict[str, Any]:
+    libraries = (OURS,) if options.smoke else (OURS, LITDATA)
+    count = documents_for(options)
+    folders = prepare(options.data_root, count, libraries)
+    shutil.rmtree(folders[OURS] / ".stream_plugin" / "token-counts", ignore_errors=True)
+    counting = run_child("benchmarks.bench_tokens:count_once", local=str(folders[OURS]))["seconds"]
+    total = sum(len(document(index)) for index in range(count))
+    budget = min(TOKEN_BUDGET, total // 2)
+    shuffles = (True,) if options.smoke else SHUFFLES
+    runs: dict[tuple[bool, int, str], list[dict[str, Any]]] = {}
+    for _ in range(options.rounds):
+        for shuffle in shuffles:
+            for workers in WORKERS:
+                for library in libraries:
+                    result = run_child(
+                        "benchmarks.bench_tokens:measure_once",
+                        library=library,
+                        local=str(folders[library]),
+                        shuffle=shuffle,
+                        num_workers=workers,
+                        budget=budget,
+                    )
+                    runs.setdefault((shuffle, workers, library), []).append(result)
+    rows = [
+        {"shuffle": shuffle, "workers": workers, "library": library, "runs": results}
+        for (shuffle, workers, library), results in runs.items()
+    ]
+    return {"rows": rows, "documents": count, "tokens": total, "budget": budget, "counting_s": counting}
+
+
+def render(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    speed = {
+        (row["shuffle"], row["workers"], row["library"]): median_of(
+            [run["tokens_per_s"] for run in row["runs"]]
+        )
+        for row in rows
+    }
+    lines = [
+        f"{result['documents']:,} documents, {result['tokens']:,} tokens; {result['budget']:,} input tokens "
+        f"timed per run; block {BLOCK} (+1), batch {BATCH}. Counting the tokens of every document once "
+        f"(our first dataset on a node, then cached; not in the rows below): {result.get('counting_s', 0):.3f} s.",
+        "",
+        "| shuffle | workers | library | tokens/s (median) | spread | first batch s | ours / this |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        values = [run["tokens_per_s"] for run in row["runs"]]
+        ours = speed.get((row["shuffle"], row["workers"], OURS), 0.0)
+        first = median_of([run["first_batch_s"] for run in row["runs"]])
+        lines.append(
+            f"| {'on' if row['shuffle'] else 'off'} | {row['workers']} | {row['library']} | "
+            f"{median_of(values):,.0f} | {spread_of(values)} | {first:.2f} | {ratio(ours, median_of(values))} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""``StreamingTokenBlockDataset``: fixed-size token blocks read across sample boundaries at read time.
+
+Each stream's samples are one flat token stream (``stream_plugin.text.blocks``), cut into blocks of
+``block_size`` inputs plus one label token. The block is this dataset's sample: the order, partitioning,
+mixing (a stream's share of blocks is its share of tokens), resume state and chunked planning of
+``StreamingDataset`` apply to block ids unchanged. Only the table the order is planned over changes:
+shards hold blocks (those that start in them) instead of samples.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from stream_plugin.dataset import StreamingDataset
+from stream_plugin.dataset_compat import resolve_stream_weights
+from stream_plugin.epochs import EpochPlanner, OrderSettings
+from stream_plugin.errors import EmptyStreamError, StateError
+from stream_plugin.order.mixing import samples_per_stream
+from stream_plugin.shard_table import ShardTable
+from stream_plugin.state import fingerprint as make_fingerprint
+from stream_plugin.stream import Stream
+from stream_plugin.text.blocks import block_pieces, blocks_per_shard, num_blocks, token_offsets
+from stream_plugin.text.samples import check_token_encoding_type
+from stream_plugin.text.token_counts import cached_counts, count_tokens, counts_path, sample_tokens
+from stream_plugin.units import parse_count, parse_whole_number
+
+_SIZE_IN_FINGERPRINT = re.compile(r":block_size=(\d+)$")
+
+
+def check_block_size(value: Any) -> int:
+    return parse_whole_number(
+        value, name="block_size", meaning="input tokens per block", fix="set e.g. block_size=2048"
+    )
+
+
+class StreamingTokenBlockDataset(StreamingDataset):
+    """Streams blocks of ``block_size + 1`` consecutive tokens, read across sample boundaries.
+
+    Each item is a 1-D int64 tensor of ``block_size + 1`` tokens: ``item[:-1]`` are the inputs and
+    ``item[1:]`` the labels (nanoGPT's ``x, y``). Consecutive blocks of a stream share one token (the
+    last of one is the first of the next), so every token is an input exactly once per pass.
+
+    Args:
+        block_size: input tokens per block.
+        column: the column that holds each sample's tokens (an int ``ndarray``, a ``json`` list, ``bytes``).
+        token_encoding_type: the dtype of tokens stored as raw ``bytes``; ndarray columns carry their own.
+        Every other argument is ``StreamingDataset``'s; counts in it (``epoch_size``, a stream's
+        ``choose``, ``shuffle_block_size``, ``batch_size``) are counted in blocks, and ``proportion``
+        is a share of blocks, that is of tokens.
+    """
+
+    def __init__(
+        self,
+        *,
+        block_size: int,
+        column: str = "tokens",
+        token_encoding_type: str = "int64",
+        **kwargs: Any,
+    ) -> None:
+        self.block_size = check_block_size(block_size)
+        self.column = str(column)
+        self.token_encoding_type = check_token_encoding_type(token_encoding_type)
+        super().__init__(**kwargs)
+        self._samples = self._table  # where samples live: reading a block reads them
+        self._token_offsets = [
+            token_offsets(self._count_stream_tokens(stream)) for stream in range(len(self.streams))
+        ]  # per stream: (samples + 1,) first token of each sample
+        self._plan_over_blocks(kwargs.get("epoch_size"))
+
+    # ------------------------------------------------------------------ construction
+    def _count_stream_tokens(self, stream: int) -> np.ndarray:
+        table = self._samples
+        first = int(table.shard_offset_per_stream[stream])
+        shard_ids = list(range(first, first + int(table.shards_per_stream[stream])))
+        path = counts_path(
+            self.streams[stream].local_dir,
+            self._opened.index_digests[stream],
+            self.column,
+            self.token_encoding_type,
+        )
+        access = self._shard_access()
+        return cached_counts(
+            path, lambda: count_tokens(access, shard_ids, self.column, self.token_encoding_type)
+        )
+
+    def _plan_over_blocks(self, epoch_size: Any) -> None:
+        """Replace the sample-level table, epoch counts, planner and fingerprint by block-level ones."""
+        table = self._samples
+        blocks: list[list[int]] = []
+        for stream, offsets in enumerate(self._token_offsets):
+            first = int(table.shard_offset_per_stream[stream])
+            shards = slice(first, first + int(table.shards_per_stream[stream]) + 1)
+            local_offsets = table.sample_offset_per_shard[shards] - table.sample_offset_per_stream[stream]
+            blocks.append(blocks_per_shard(offsets, local_offsets, self.block_size).tolist())
+        _refuse_streams_without_blocks(self.streams, self._token_offsets, self.block_size)
+        self._table = ShardTable.from_counts(blocks)
+        epoch_size_value = None if epoch_size is None else parse_count(epoch_size, name="epoch_size")
+        weights = [stream.weight for stream in self.streams]
+        self._samples_per_stream_per_epoch = samples_per_stream(
+            self._table.samples_per_stream.tolist(),
+            weights,
+            epoch_size=epoch_size_value,
+            seed=self.shuffle_seed,
+        )
+        resolve_stream_weights(
+            self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch
+        )
+        self._planner = EpochPlanner(self._table, self._samples_per_stream_per_epoch, self._order_settings())
+        digest = make_fingerprint(
+            {
+                "samples": self._fingerprint,
+                "column": self.column,
+                "token_encoding_type": self.token_encoding_type,
+            }
+        )
+        self._fingerprint = f"{digest}:block_size={self.block_size}"
+        # Scalar lookups of the read path, as Python lists (bisect beats numpy on one value).
+        self._num_blocks = self._table.num_samples
+        self._first_block_per_stream: list[int] = self._table.sample_offset_per_stream.tolist()
+        self._first_sample_per_stream: list[int] = table.sample_offset_per_stream.tolist()
+        self._first_sample_per_shard: list[int] = table.sample_offset_per_shard.tolist()
+
+    def _order_settings(self) -> OrderSettings:
+        return OrderSettings(
+            shuffle=self.shuffle,
+            shuffle_algo=self.shuffle_algo if self.shuffle else "none",
+            shuffle_seed=self.shuffle_seed,
+            shuffle_block_size=self.shuffle_block_size,
+            batching_method=self.batching_method,
+            sampling_method=self.sampling_method,
+            sampling_granularity=self.sampling_granularity or 1,
+        )
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def tokens_per_stream(self) -> np.ndarray:
+        """Tokens in each stream's flat token stream (before cutting it into blocks): ``(streams,)``."""
+        return np.array([int(offsets[-1]) for offsets in self._token_offsets], np.int64)
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens in all streams."""
+        return int(self.tokens_per_stream.sum())
+
+    def __getitem__(self, at: Any) -> Any:
+        """Block ``at``; slices, lists, arrays and negative ints as ``StreamingDataset``'s."""
+        if type(at) is int and 0 <= at < self._num_blocks:
+            return self.get_item(at)  # the per-block path of iteration
+        return super().__getitem__(at)
+
+    def get_item(self, sample_id: int) -> torch.Tensor:
+        """Block ``sample_id`` (a global block id): ``block_size + 1`` int64 tokens."""
+        stream = bisect_right(self._first_block_per_stream, sample_id) - 1
+        block = sample_id - self._first_block_per_stream[stream]
+        first_sample = self._first_sample_per_stream[stream]
+        pieces = [
+            self._sample_tokens(first_sample + sample)[begin:end]
+            for sample, begin, end in block_pieces(self._token_offsets[stream], self.block_size, block)
+        ]
+        return torch.from_numpy(np.concatenate(pieces, dtype=np.int64))
+
+    def _sample_tokens(self, sample_id: int) -> np.ndarray:
+        shard = bisect_right(self._first_sample_per_shard, sample_id) - 1
+        sample = self._shard_access().reader(shard).read(sample_id - self._first_sample_per_shard[shard])
+        return sample_tokens(sample, self.column, self.token_encoding_type)
+
+    # ------------------------------------------------------------------ resumption
+    def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:
+        """As ``StreamingDataset``'s; a state taken at another ``block_size`` is refused (``strict``).
+
+        The state is ``StreamingDataset``'s (positions count blocks); its fingerprint ends with the
+        ``block_size``, so the size survives any integration that carries the state.
+        """
+        saved = saved_block_size(obj)
+        if strict and saved is not None and saved != self.block_size:
+            raise StateError(
+                f"block_size: expected {saved} as in the checkpoint, found {self.block_size}; blocks of "
+                f"another size are other samples, so the position cannot carry over. Pass "
+                f"block_size={saved} to resume, or load_state_dict(state, strict=False) to continue at "
+                "the same block count in the new blocks"
+            )
+        super().load_state_dict(obj, strict=strict)
+
+
+def saved_block_size(obj: object) -> int | None:
+    """The ``block_size`` a resume state was taken at (from its fingerprint), or None for another dataset's."""
+    fingerprint = obj.get("fingerprint") if isinstance(obj, dict) else None
+    found = _SIZE_IN_FINGERPRINT.search(fingerprint) if isinstance(fingerprint, str) else None
+    return int(found.group(1)) if found else None
+
+
+def _refuse_streams_without_blocks(
+    streams: Sequence[Stream], offsets: Sequence[np.ndarray], block_size: int
+) -> None:
+    for stream, stream_offsets in zip(streams, offsets):
+        tokens = int(stream_offsets[-1])
+        if not num_blocks(tokens, block_size):
+            raise EmptyStreamError(
+                f"block_size: expected every stream to hold at least block_size + 1 = {block_size + 1} "
+                f"tokens, found {tokens} in {stream.remote or stream.local!r}; lower block_size, or leave "
+                "the stream out"
+            )
+
+
+__all__ = ["StreamingTokenBlockDataset", "check_block_size"]

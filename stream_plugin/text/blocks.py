@@ -1,0 +1,60 @@
+"""Token blocks: one stream's samples read as one flat token stream, cut into fixed-size blocks.
+
+Pure numpy, no I/O. A stream whose samples hold ``tokens_per_sample`` tokens is the concatenation of
+those samples in stored order. Block ``b`` (of ``block_size``) covers tokens ``[b*block_size,
+(b+1)*block_size + 1)``: ``block_size`` inputs plus the next token, so labels are the inputs shifted by
+one and every token of the stream is an input exactly once (the last token of a block is the first of
+the next). A stream of ``T`` tokens has ``(T - 1) // block_size`` blocks; the few tokens after the last
+whole block are not read.
+
+A block belongs to the shard that holds its first token, so the sample order's shard maths (shard
+shuffles, canonical-node spans) applies to blocks unchanged; a block that runs past its shard's end
+also reads the next shard(s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def token_offsets(tokens_per_sample: np.ndarray) -> np.ndarray:
+    """The first token of each sample in the flat stream, plus the total: ``(num_samples + 1,)`` int64."""
+    counts = np.asarray(tokens_per_sample, np.int64)  # (num_samples,)
+    offsets = np.zeros(len(counts) + 1, np.int64)  # (num_samples + 1,)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def num_blocks(num_tokens: int, block_size: int) -> int:
+    """Whole blocks of ``block_size`` inputs (+1 label token) in ``num_tokens`` tokens."""
+    return max(0, (int(num_tokens) - 1) // block_size)
+
+
+def blocks_per_shard(offsets: np.ndarray, sample_offset_per_shard: np.ndarray, block_size: int) -> np.ndarray:
+    """How many blocks start in each shard of one stream: ``(num_shards,)`` int64.
+
+    ``offsets`` is the stream's ``token_offsets``; ``sample_offset_per_shard`` the first stream-local
+    sample of each shard plus the stream's sample count, ``(num_shards + 1,)``.
+    """
+    total = num_blocks(int(offsets[-1]), block_size)
+    shard_tokens = offsets[np.asarray(sample_offset_per_shard, np.int64)]  # (num_shards + 1,): first token
+    first_block = -(-shard_tokens // block_size)  # (num_shards + 1,): first block starting at or after it
+    first_block = np.minimum(first_block, total)
+    return np.diff(first_block).astype(np.int64)  # (num_shards,)
+
+
+def block_pieces(offsets: np.ndarray, block_size: int, block: int) -> list[tuple[int, int, int]]:
+    """``(sample, begin, end)`` per sample that block ``block`` reads: tokens ``[begin, end)`` of that
+    stream-local sample, in order. Empty samples are skipped."""
+    start = block * block_size
+    stop = start + block_size + 1
+    first = int(np.searchsorted(offsets, start, side="right")) - 1
+    last = int(np.searchsorted(offsets, stop - 1, side="right")) - 1
+    pieces = []
+    for sample in range(first, last + 1):
+        sample_start = int(offsets[sample])
+        begin = max(start - sample_start, 0)
+        end = min(stop, int(offsets[sample + 1])) - sample_start
+        if end > begin:
+            pieces.append((sample, begin, end))
+    return pieces
