@@ -153,3 +153,25 @@ def test_flatten_compares_ids_across_other_batch_sizes() -> None:
     assert_resumes_identically([ListLoader, Halves], cuts=[1, 3], epochs=2, flatten=True)
     with pytest.raises(AssertionError, match="split into steps or passes differently"):
         assert_resumes_identically([ListLoader, Halves], cuts=[1], epochs=2)
+
+
+def test_save_and_restore_may_be_any_pair_of_functions() -> None:
+    positions: list[tuple[int, int]] = []
+
+    def save(loader: ListLoader) -> tuple[int, int]:
+        positions.append((loader.epoch, loader.batches))
+        return positions[-1]
+
+    def restore(loader: ListLoader, position: tuple[int, int]) -> None:
+        loader.epoch, loader.batches = position
+
+    assert_resumes_identically([ListLoader, ListLoader], cuts=[6], epochs=2, save=save, restore=restore)
+    assert positions[0] == (1, 2)  # the first run's position when it was saved
+
+    def restore_one_batch_late(loader: ListLoader, position: tuple[int, int]) -> None:
+        restore(loader, (position[0], position[1] + 1))
+
+    with pytest.raises(AssertionError, match=r"4 ids missing \(9, 10, 11, 12\), 0 ids duplicated$"):
+        assert_resumes_identically(
+            [ListLoader, ListLoader], cuts=[6], epochs=2, save=save, restore=restore_one_batch_late
+        )

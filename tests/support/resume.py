@@ -10,10 +10,10 @@ Two layers, so that the rule lives in one place:
   differing step and counts the missing and the duplicated ids. ``assert_continues(before, after,
   expected)`` is the same call spelled as "before the checkpoint + after it".
 - ``assert_resumes_identically(makers, cuts)`` drives stateful iterables (a ``StreamingDataLoader``, a
-  ``StreamingDataset``, a list of them for several ranks, or anything with ``__iter__``, ``state_dict``
-  and ``load_state_dict``): read a fresh reader up to a cut, save its state, load it into a fresh reader
-  of the next layout (another worker or rank count, another batch size), read on, and compare the
-  joined output with the uninterrupted run.
+  list of them for several ranks, or anything iterable with a way to save and restore its position):
+  read a fresh reader up to a cut, save its state, load it into a fresh reader of the next layout
+  (another worker or rank count, another batch size), read on, and compare the joined output with the
+  uninterrupted run.
 
 A step is one unit of output: a sample id, a batch (a list of ids), or a trainer's record of one step.
 """
@@ -137,6 +137,8 @@ def assert_resumes_identically(
     epochs: int = 1,
     expected: Sequence[Step] | None = None,
     read: Callable[[Any], list[int]] = batch_ids,
+    save: Callable[[Any], Any] = lambda reader: reader.state_dict(),
+    restore: Callable[[Any, Any], None] = lambda reader, state: reader.load_state_dict(state),
     flatten: bool = False,
 ) -> list[list[list[Step]]]:
     """Interrupt and resume at every cut; the joined output must be the uninterrupted run's.
@@ -146,7 +148,8 @@ def assert_resumes_identically(
     loads it and reads ``cut[1]`` steps; ...; the last reads on until ``epochs`` passes are over. A
     maker may return one reader per rank: a step is then their batches joined in rank order. Cuts
     count steps across passes (a cut equal to a pass's length stops on its last batch, before the
-    pass is seen to end). ``read`` turns one batch into its ids.
+    pass is seen to end). ``read`` turns one batch into its ids; ``save`` and ``restore`` take a
+    reader's state and give it to a fresh one (by default ``state_dict`` and ``load_state_dict``).
 
     The joined steps, with ``END_OF_PASS`` where each pass ended, must equal ``expected`` (default:
     ``makers[0]()`` read uninterrupted), through ``assert_same_output``; ``flatten`` compares the ids
@@ -154,38 +157,41 @@ def assert_resumes_identically(
     segments (the steps each maker read, ``END_OF_PASS`` left out) for checks of the caller's own.
     """
     if expected is None:
-        expected = _read(_open(makers[0], None), None, epochs, read)[0]
+        expected = _read(_open(makers[0], None, restore), None, epochs, read)[0]
     reference = _flat(expected) if flatten else list(expected)
-    trials = []
+    results = []
     for cut in cuts:
         trial = (cut,) if isinstance(cut, int) else tuple(cut)
         if len(trial) != len(makers) - 1:
             raise ValueError(
                 f"expected {len(makers) - 1} cuts per trial for {len(makers)} makers, found {trial}"
             )
-        segments, state, passes_left = [], None, epochs
+        segments: list[list[Step]] = []
+        state, passes_left = None, epochs
         for maker, count in zip(makers, [*trial, None], strict=True):
-            readers = _open(maker, state)
+            readers = _open(maker, state, restore)
             steps, passes_done = _read(readers, count, passes_left, read)
             segments.append(steps)
-            state, passes_left = readers[0].state_dict(), passes_left - passes_done
-            assert all(other.state_dict() == state for other in readers[1:]), "ranks saved different states"
+            state, passes_left = save(readers[0]), passes_left - passes_done
+            assert all(save(other) == state for other in readers[1:]), "ranks saved different states"
         joined = [step for steps in segments for step in steps]
         boundaries = [sum(len(steps) for steps in segments[: k + 1]) for k in range(len(segments) - 1)]
         if flatten:
-            joined, boundaries = _flat(joined), [len(_flat(joined[:b])) for b in boundaries]
+            boundaries = [len(_flat(joined[:boundary])) for boundary in boundaries]
+            joined = _flat(joined)
         what = f"the run resumed after {list(trial)} steps"
         assert_same_output(joined, reference, what=what, checkpoints=boundaries)
-        trials.append([[step for step in steps if step != END_OF_PASS] for steps in segments])
-    return trials
+        results.append([[step for step in steps if step != END_OF_PASS] for steps in segments])
+    return results
 
 
-def _open(maker: Maker, state: dict[str, Any] | None) -> list[Resumable]:
+def _open(maker: Maker, state: Any, restore: Callable[[Any, Any], None]) -> list[Resumable]:
+    """A fresh reader, or one per rank, each restored from ``state`` unless it is None."""
     made = maker()
     readers = list(made) if isinstance(made, Sequence) else [made]
     if state is not None:
         for reader in readers:
-            reader.load_state_dict(state)
+            restore(reader, state)
     return readers
 
 
