@@ -1,7 +1,8 @@
 """Run the example runner (``python train.py`` or ``composer -n N train.py``) and signal its ranks.
 
 Every run is configured by an llm-foundry-style YAML written into the test's folder, and records its
-trained sample ids with ``SampleRecorder`` (``composer_recorder.py``, on PYTHONPATH for the children).
+trained sample ids with ``SampleRecorder`` (``composer_recorder.py``, on PYTHONPATH for the children);
+``assert_same_history`` compares such a history with the uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from support.resume import assert_same_output
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = REPO / "examples" / "composer"
@@ -178,6 +180,19 @@ def clear_progress(root: Path) -> None:
 
 def read_history(root: Path) -> list[list[int]]:
     return json.loads((root / "history.json").read_text())["history"]
+
+
+def history_ids(batch: list[int]) -> list[int]:
+    """The sample ids of one history entry, ``[epoch, *ids]``."""
+    return batch[1:]
+
+
+def assert_same_history(found: list[list[int]], expected: list[list[int]], *, what: str = "the resumed run") -> None:
+    """``found`` trained exactly ``expected``'s global batches, in the same epochs: ``support.resume``'s rule.
+
+    A recorder's history already joins the batches before the checkpoint (restored from it) and after.
+    """
+    assert_same_output(found, expected, what=what, ids=history_ids)
 
 
 def in_epoch(epoch: int, *, after_batch: int) -> Callable[[dict[str, Any]], bool]:

@@ -10,8 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from composer_harness import BATCHES_PER_EPOCH, EPOCHS, NUM_SAMPLES
+from composer_harness import BATCHES_PER_EPOCH, EPOCHS, NUM_SAMPLES, assert_same_history, history_ids
 from composer_inprocess import train_in_process
+from support.resume import assert_same_output
 
 
 def checkpoint(root: Path, name: str) -> str:
@@ -35,7 +36,7 @@ def test_epoch_interval_checkpoint_resumes_at_the_next_epoch_without_replay(
     train_in_process(tiny_data, tmp_path, max_duration="2ep", save_interval="1ep")
     start = checkpoint(tmp_path, f"ep1-ba{BATCHES_PER_EPOCH}-rank0.pt")
     resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start)
-    assert resumed == reference_history
+    assert_same_history(resumed, reference_history)
 
 
 def test_epoch_interval_checkpoint_stores_the_next_epoch_at_sample_zero(
@@ -54,7 +55,7 @@ def test_checkpoint_on_an_epochs_last_batch_resumes_at_the_next_epoch(
     train_in_process(tiny_data, tmp_path, max_duration="30ba", save_interval=f"{BATCHES_PER_EPOCH}ba")
     start = checkpoint(tmp_path, f"ep0-ba{BATCHES_PER_EPOCH}-rank0.pt")
     resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start)
-    assert resumed == reference_history
+    assert_same_history(resumed, reference_history)
 
 
 def test_mid_epoch_batch_checkpoint_resumes_exactly(
@@ -63,7 +64,7 @@ def test_mid_epoch_batch_checkpoint_resumes_exactly(
     train_in_process(tiny_data, tmp_path, max_duration="40ba", save_interval="7ba")
     start = checkpoint(tmp_path, "ep1-ba35-rank0.pt")  # 10 batches into epoch 1
     resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start)
-    assert resumed == reference_history
+    assert_same_history(resumed, reference_history)
 
 
 def test_sample_interval_checkpoint_resumes_exactly(
@@ -72,7 +73,7 @@ def test_sample_interval_checkpoint_resumes_exactly(
     train_in_process(tiny_data, tmp_path, max_duration="2ep", save_interval="96sp")  # every 12 batches
     start = checkpoint(tmp_path, "ep1-ba36-rank0.pt")
     resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start)
-    assert resumed == reference_history
+    assert_same_history(resumed, reference_history)
 
 
 def test_resume_with_persistent_workers_is_exact(
@@ -85,7 +86,7 @@ def test_resume_with_persistent_workers_is_exact(
     resumed = train_in_process(
         tiny_data, tmp_path, max_duration="3ep", load_path=start, num_workers=2, persistent_workers=True
     )
-    assert resumed == reference_history
+    assert_same_history(resumed, reference_history)
 
 
 def test_resume_with_the_loader_given_to_fit_is_exact(
@@ -94,7 +95,7 @@ def test_resume_with_the_loader_given_to_fit_is_exact(
     train_in_process(tiny_data, tmp_path, max_duration="40ba", save_interval="1ep", loader_in_fit=True)
     start = checkpoint(tmp_path, f"ep1-ba{BATCHES_PER_EPOCH}-rank0.pt")
     resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start, loader_in_fit=True)
-    assert resumed == reference_history
+    assert_same_history(resumed, reference_history)
 
 
 def test_a_smaller_global_batch_after_resume_finishes_the_epoch_without_gaps_or_repeats(
@@ -103,14 +104,16 @@ def test_a_smaller_global_batch_after_resume_finishes_the_epoch_without_gaps_or_
     train_in_process(tiny_data, tmp_path, max_duration="40ba", save_interval="7ba")
     start = checkpoint(tmp_path, "ep1-ba35-rank0.pt")  # 80 samples into epoch 1 at global batch 8
     resumed = train_in_process(tiny_data, tmp_path, max_duration="3ep", load_path=start, device_batch_size=4)
-    assert resumed[:35] == reference_history[:35]
+    assert_same_history(resumed[:35], reference_history[:35], what="the run before the checkpoint")
     for epoch in (1, 2):
-        trained = Counter(i for batch in resumed if batch[0] == epoch for i in batch[1:])
-        assert trained == Counter(range(NUM_SAMPLES)), f"epoch {epoch}"
+        trained = [batch for batch in resumed if batch[0] == epoch]
+        everything = [[epoch, *range(NUM_SAMPLES)]]
+        assert_same_output(trained, everything, what=f"epoch {epoch}", ids=history_ids, ordered=False)
     assert {len(batch) - 1 for batch in resumed[35:]} == {4}
 
 
 def test_a_batch_peeked_before_fit_does_not_shift_the_epochs(
     tiny_data: Path, tmp_path: Path, reference_history: list[list[int]]
 ) -> None:
-    assert train_in_process(tiny_data, tmp_path, max_duration="3ep", peek=True) == reference_history
+    peeked = train_in_process(tiny_data, tmp_path, max_duration="3ep", peek=True)
+    assert_same_history(peeked, reference_history, what="the run with a peeked batch")

@@ -78,7 +78,7 @@ def test_resuming_on_another_node_from_a_remote_is_exact(
         return StreamingDataLoader(dataset, batch_size=10)
 
     # The resumed run starts on an empty cache, as on a fresh node: everything comes from the store again.
-    assert_resumes_identically(lambda: loader("first"), lambda: loader("resumed"), cuts=[37], epochs=1)
+    assert_resumes_identically([lambda: loader("first"), lambda: loader("resumed")], cuts=[37], epochs=1)
 
 
 READER = """

@@ -3,8 +3,9 @@
 ``run(RunConfig)`` trains in this process; ``python lightning_rig.py '<RunConfig as JSON>'`` trains in a
 fresh process (Lightning's DDP launcher re-runs that same command line for the other ranks). Every rank
 appends one JSON line per training step to ``<records>/<tag>-rank<r>.jsonl``; ``read_records`` rebuilds
-the global batch of every step from those files (rank 0's ids, then rank 1's), and ``merge_runs`` chains
-runs, each resumed run replacing the steps from its first one on.
+the global batch of every step from those files (rank 0's ids, then rank 1's), ``merge_runs`` chains
+runs, each resumed run replacing the steps from its first one on, and ``assert_retraces`` compares such a
+chain with the uninterrupted run through the shared ``support.resume`` helper.
 """
 
 from __future__ import annotations
@@ -287,17 +288,27 @@ def merge_runs(*runs: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return dict(sorted(merged.items()))
 
 
-def first_difference(found: dict[int, dict[str, Any]], expected: dict[int, dict[str, Any]]) -> str | None:
-    """None when both runs trained the same global batches at the same (epoch, batch), else the first gap."""
-    if sorted(found) != sorted(expected):
-        return (
-            f"expected steps {min(expected)}..{max(expected)} ({len(expected)}), found "
-            f"{min(found, default=None)}..{max(found, default=None)} ({len(found)})"
-        )
-    for step in expected:
-        if found[step] != expected[step]:
-            return f"step {step}: expected {expected[step]}, found {found[step]}"
-    return None
+def step_records(steps: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps in order, each record naming its step, epoch, batch and ids."""
+    return [{"step": step, **steps[step]} for step in sorted(steps)]
+
+
+def record_ids(record: dict[str, Any]) -> list[int]:
+    return list(record["ids"])
+
+
+def assert_retraces(
+    expected: dict[int, dict[str, Any]], *runs: dict[int, dict[str, Any]], what: str = "the resumed run"
+) -> None:
+    """The chain of ``runs`` (see ``merge_runs``) trained exactly ``expected``'s global batches, at the
+    same steps and (epoch, batch): ``support.resume.assert_same_output`` on the step records."""
+    # Imported here: this module also runs as a script (a training process), without tests/ on sys.path.
+    from support.resume import assert_same_output
+
+    found = step_records(merge_runs(*runs))
+    steps = [record["step"] for record in found]
+    resumed_at = [steps.index(min(run)) for run in runs[1:] if run and min(run) in steps]
+    assert_same_output(found, step_records(expected), what=what, ids=record_ids, checkpoints=resumed_at)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,8 @@ import torch
 from lightning_rig import (
     STEPS_PER_EPOCH,
     Reference,
+    assert_retraces,
     finish_process,
-    first_difference,
-    merge_runs,
     read_records,
     run,
     start_process,
@@ -71,8 +70,7 @@ def test_sigterm_mid_epoch_on_two_processes_resumes_exactly_on_one(
     run(restarted)
     resumed = read_records(Path(restarted.records), "one")
     assert min(resumed) == max(interrupted) + 1
-    difference = first_difference(merge_runs(interrupted, resumed), reference.steps)
-    assert difference is None, difference
+    assert_retraces(reference.steps, interrupted, resumed)
 
 
 def test_one_to_two_processes_with_workers_then_a_crash_then_back_to_one(
@@ -97,5 +95,4 @@ def test_one_to_two_processes_with_workers_then_a_crash_then_back_to_one(
     run(one)
     first, second = read_records(Path(two.records), "two"), read_records(Path(one.records), "one")
     assert (min(first), max(first), min(second)) == (7, 39, 40)  # the interrupted step 40 runs again
-    difference = first_difference(merge_runs(reference.steps, first, second), reference.steps)
-    assert difference is None, difference
+    assert_retraces(reference.steps, reference.steps, first, second)

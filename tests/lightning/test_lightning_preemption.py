@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from lightning_rig import Reference, first_difference, merge_runs, read_records, run
+from lightning_rig import Reference, assert_retraces, read_records, run
 
 from stream_plugin.errors import ConfigError
 from stream_plugin_lightning import Preempted, PreemptionCheckpoint, is_complete_checkpoint, latest_checkpoint
@@ -36,8 +36,7 @@ def test_sigterm_finishes_the_step_saves_and_exits_143(reference: Reference, tmp
     restarted = reference.run_config(tmp_path, "restarted", ckpt_path=latest_checkpoint(config.checkpoints))
     run(restarted)
     resumed = read_records(Path(restarted.records), "restarted")
-    difference = first_difference(merge_runs(reference.steps, trained, resumed), reference.steps)
-    assert difference is None, difference
+    assert_retraces(reference.steps, reference.steps, trained, resumed)
 
 
 def test_sigterm_before_training_starts_still_exits_143(reference: Reference, tmp_path: Path) -> None:

@@ -12,9 +12,8 @@ from lightning_rig import (
     STREAMS,
     VAL_IDS,
     Reference,
+    assert_retraces,
     build_datamodule,
-    first_difference,
-    merge_runs,
     read_records,
     run,
 )
@@ -38,8 +37,7 @@ def assert_continues_reference(
     assert min(resumed) == first_step, (
         f"expected the resume to start at step {first_step}, found {min(resumed)}"
     )
-    difference = first_difference(merge_runs(reference.steps, resumed), reference.steps)
-    assert difference is None, difference
+    assert_retraces(reference.steps, reference.steps, resumed)
 
 
 def test_reference_epochs_are_shuffled_permutations_of_the_mix(reference: Reference) -> None:
@@ -107,10 +105,7 @@ def test_resume_when_lightning_epochs_are_cut_short_by_limit_train_batches(
         trainer_extra=limited,
     )
     run(resumed)
-    difference = first_difference(
-        merge_runs(expected, read_records(Path(resumed.records), "resumed")), expected
-    )
-    assert difference is None, difference
+    assert_retraces(expected, expected, read_records(Path(resumed.records), "resumed"))
 
 
 def test_checkpoint_data_state_is_lightnings_position(reference: Reference) -> None:

@@ -1,4 +1,4 @@
-"""Makes the shared helpers of tests/order (``resume_helpers``) importable from any test module."""
+"""Makes the shared helpers of tests/order (``whole_job``) importable from any test module."""
 
 import sys
 from pathlib import Path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from resume_helpers import assert_resumes_identically, assert_rows_equal, job_batches, order_rows
+from whole_job import assert_job_resumes_identically, assert_rows_equal, job_batches, order_rows
 
 from stream_plugin.errors import ConfigError, StateError
 from stream_plugin.order.batching import epoch_batches, stratified_portions
@@ -171,7 +171,7 @@ def test_every_method_resumes_exactly_on_another_layout(method: str) -> None:
     order = plan(method, device_batch_size=10)
     first, then = Topology(2, 2, 2), Topology(4, 1, 4)  # both have 4 data-parallel ranks: B = 10
     assert_rows_equal(job_batches(order, 0, 40, then), order_rows(order))
-    assert_resumes_identically(order, [(first, 40), (then, 40)])
+    assert_job_resumes_identically(order, [(first, 40), (then, 40)])
 
 
 def test_unknown_batching_method_lists_the_choices() -> None:

@@ -1,7 +1,7 @@
 """The order contract, swept over many hardware layouts without processes or disk.
 
 For each layout the job's output is rebuilt from every (rank, worker) in DataLoader order
-(``resume_helpers.job_batches``) and compared with the layout-free global order.
+(``whole_job.job_batches``) and compared with the layout-free global order.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import itertools
 
 import numpy as np
 import pytest
-from resume_helpers import (
-    assert_resumes_identically,
+from whole_job import (
+    assert_job_resumes_identically,
     assert_rows_equal,
     job_batches,
     loader_batches,
@@ -156,18 +156,18 @@ def test_resuming_on_another_layout_continues_the_same_batches(
     order: EpochOrder, first: Topology, then: Topology
 ) -> None:
     G = order.global_batch_size
-    assert_resumes_identically(order, [(first, G), (then, G)])
+    assert_job_resumes_identically(order, [(first, G), (then, G)])
 
 
 def test_resume_after_resume_on_three_layouts_is_exact(order: EpochOrder) -> None:
     G = order.global_batch_size
     layouts = [(Topology(2, 2, 2), G), (Topology(1, 8, 4), G), (Topology(8, 1, 0), G)]
-    assert_resumes_identically(order, layouts)
+    assert_job_resumes_identically(order, layouts)
 
 
 def test_changed_global_batch_size_neither_skips_nor_repeats(order: EpochOrder) -> None:
     G = order.global_batch_size
-    assert_resumes_identically(order, [(Topology(2, 2, 2), G), (Topology(1, 8, 1), 96)])
-    assert_resumes_identically(
+    assert_job_resumes_identically(order, [(Topology(2, 2, 2), G), (Topology(1, 8, 1), 96)])
+    assert_job_resumes_identically(
         order, [(Topology(1, 1, 0), G), (Topology(4, 8, 2), 2 * G), (Topology(1, 1, 4), G)]
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from resume_helpers import assert_resumes_identically, job_batches, loader_batches
+from whole_job import assert_job_resumes_identically, job_batches, loader_batches
 
 from stream_plugin.errors import ConfigError, StateError
 from stream_plugin.order.layout import DatasetShape
@@ -124,12 +124,12 @@ def test_resume_at_every_batch_on_every_small_layout_is_exact(order: EpochOrder)
     layouts = [Topology(1, 1, 0), Topology(1, 2, 2), Topology(2, 2, 1), Topology(2, 4, 4, replication=2)]
     for first in layouts:
         for then in layouts:
-            assert_resumes_identically(order, [(first, 16), (then, 16)])
+            assert_job_resumes_identically(order, [(first, 16), (then, 16)])
 
 
 def test_batch_size_changes_twice_neither_skip_nor_repeat(order: EpochOrder) -> None:
     layouts = [(Topology(1, 2, 2), 16), (Topology(1, 4, 0), 8), (Topology(2, 2, 2), 12)]
-    assert_resumes_identically(order, layouts)
+    assert_job_resumes_identically(order, layouts)
 
 
 def test_numpy_integers_are_accepted_as_plain_ints() -> None:

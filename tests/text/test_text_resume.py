@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from support.resume import assert_resumes_identically, take_ids
+from support.resume import assert_continues, assert_resumes_identically, assert_same_output, take_ids
 from support.text_data import write_tokens
 
 from stream_plugin import StreamingDataLoader, World
@@ -44,8 +44,7 @@ def loader_factory(
 def test_text_loader_resumes_exactly_with_other_worker_counts(tmp_path: Path) -> None:
     data = write_tokens(tmp_path / "data", range(120), length=8)
     assert_resumes_identically(
-        loader_factory(data, batch=8, workers=0),
-        loader_factory(data, batch=8, workers=2),
+        [loader_factory(data, batch=8, workers=0), loader_factory(data, batch=8, workers=2)],
         cuts=[0, 4, 14],
         epochs=2,
     )
@@ -59,9 +58,10 @@ def test_text_loader_resumes_two_ranks_on_one(tmp_path: Path) -> None:
         for rank in range(2)
     ]
     heads = [take_ids(loader, 6) for loader in ranks]
-    assert [a + b for a, b in zip(*heads)] == reference[:6]
+    head = [a + b for a, b in zip(*heads)]  # the global batches: rank 0's ids, then rank 1's
+    assert_same_output(head, reference[:6], what="two ranks before the checkpoint")
     resumed = loader_factory(data, batch=8)()
     resumed.load_state_dict(ranks[0].state_dict())
     rest = list(resumed)
-    assert [batch["id"].tolist() for batch in rest] == reference[6:]
+    assert_continues(head, [batch["id"].tolist() for batch in rest], reference)
     assert all(torch.equal(batch["labels"], batch["input_ids"]) for batch in rest)  # no padding here

@@ -1,21 +1,25 @@
-"""Shared test helpers: rebuild what a whole job sees from every (rank, worker), and check resumption.
+"""Shared helpers of tests/order: rebuild what a whole job sees from every (rank, worker), and resume it.
 
 ``job_batches`` simulates a training job without processes: it asks the order engine for every
 (rank, worker) slice, interleaves each rank's workers the way PyTorch's DataLoader does (one batch
 per worker in turn), checks replication groups and per-rank batch counts, and glues the
 data-parallel ranks' device batches back into global batches.
 
-``assert_resumes_identically`` stops a run after k global batches, resumes it on another layout
-(topology and/or global batch size), possibly several times in a row, and checks the samples
-seen are exactly the uninterrupted epoch: no sample skipped, none repeated, same order.
+``assert_job_resumes_identically`` stops such a job after k global batches, resumes it on another
+layout (topology and/or global batch size), possibly several times in a row, and checks, through the
+shared ``support.resume`` helper, that the samples seen are exactly the uninterrupted epoch: no sample
+skipped, none repeated, same order.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from typing import Any
 
 import numpy as np
+from support.resume import END_OF_PASS, assert_resumes_identically
 
 from stream_plugin.order.partition import rank_worker_batches
 from stream_plugin.order.plan import EpochOrder
@@ -112,26 +116,34 @@ def job_batches(
     return rows
 
 
-def run_segments(
-    order: EpochOrder, layouts: Sequence[Layout], cuts: Sequence[int], job: JobFn = job_batches
-) -> list[tuple[int, Rows]]:
-    """Run ``layouts[i]`` for ``cuts[i]`` global batches, then resume on the next; the last runs to the end.
+class JobReader:
+    """One epoch of ``order`` as the whole job on one layout yields it, global batch by global batch.
 
-    Returns ``(consumed at start, global batches yielded)`` per segment that yielded anything.
+    Its state is the number of samples consumed, the one number the order needs to resume from.
     """
-    assert len(cuts) == len(layouts) - 1
-    consumed, segments = 0, []
-    for (topology, global_batch_size), cut in zip(layouts, [*cuts, None], strict=True):
-        batches = job(order, consumed, global_batch_size, topology)
-        taken = batches if cut is None else batches[:cut]
-        segments.append((consumed, taken))
-        if len(taken) == len(batches):  # the epoch is over: nothing left to resume
-            break
-        consumed += sum(len(row) for row in taken)
-    return segments
+
+    def __init__(self, order: EpochOrder, layout: Layout, job: JobFn = job_batches) -> None:
+        self.order, self.job = order, job
+        self.topology, self.global_batch_size = layout
+        self.consumed = 0
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for row in self.job(self.order, self.consumed, self.global_batch_size, self.topology):
+            self.consumed += len(row)
+            yield row
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"consumed": self.consumed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.consumed = state["consumed"]
 
 
-def assert_resumes_identically(
+def row_ids(row: np.ndarray) -> list[int]:
+    return [int(i) for i in row]
+
+
+def assert_job_resumes_identically(
     order: EpochOrder,
     layouts: Sequence[Layout],
     *,
@@ -145,19 +157,17 @@ def assert_resumes_identically(
     epoch exactly; with an unchanged global batch size the batches themselves equal the order's rows;
     only the very last batch may be short.
     """
-    reference = order.real_flat()
+    trials = list(cuts if cuts is not None else default_cuts(order, layouts))
     same_batch_size = all(size == order.global_batch_size for _, size in layouts)
-    for trial in cuts if cuts is not None else default_cuts(order, layouts):
-        segments = run_segments(order, layouts, trial, job)
-        rows = [row for _, batches in segments for row in batches]
-        seen = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        np.testing.assert_array_equal(seen, reference, err_msg=f"cuts {trial} skip, repeat or reorder samples")
-        if same_batch_size:
-            assert_rows_equal(rows, order_rows(order), err_msg=f"cuts {trial} change the global batches")
-        for index, ((_, size), (_, batches)) in enumerate(zip(layouts, segments, strict=False)):
-            body = batches[:-1] if index == len(segments) - 1 else batches
-            short = [len(row) for row in body if len(row) != size]
-            assert not short, f"cuts {trial}: short batches {short} before the epoch's last"
+    expected = [*(row_ids(row) for row in order_rows(order)), END_OF_PASS]
+    makers = [partial(JobReader, order, layout, job) for layout in layouts]
+    results = assert_resumes_identically(
+        makers, trials, expected=expected, read=row_ids, flatten=not same_batch_size
+    )
+    for trial, segments in zip(trials, results, strict=True):
+        sized = [(size, row) for (_, size), rows in zip(layouts, segments, strict=True) for row in rows]
+        short = [len(row) for size, row in sized[:-1] if len(row) != size]
+        assert not short, f"cuts {trial}: short batches {short} before the epoch's last"
 
 
 def default_cuts(
