@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from stream_plugin.dataset import StreamingDataset
-from stream_plugin.dataset_compat import resolve_stream_weights
-from stream_plugin.epochs import EpochPlanner, OrderSettings
 from stream_plugin.errors import EmptyStreamError, StateError
 from stream_plugin.order.mixing import samples_per_stream
-from stream_plugin.shard_table import ShardTable
-from stream_plugin.state import fingerprint as make_fingerprint
-from stream_plugin.stream import Stream
+from stream_plugin.reading.dataset import StreamingDataset
+from stream_plugin.reading.dataset_compat import resolve_stream_weights
+from stream_plugin.reading.epochs import EpochPlanner, OrderSettings
+from stream_plugin.reading.shard_table import ShardTable
+from stream_plugin.reading.state import fingerprint as make_fingerprint
+from stream_plugin.reading.stream import Stream
 from stream_plugin.text.blocks import block_pieces, blocks_per_shard, num_blocks, token_offsets
 from stream_plugin.text.samples import check_token_encoding_type
 from stream_plugin.text.token_counts import cached_counts, count_tokens, counts_path, sample_tokens

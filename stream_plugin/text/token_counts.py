@@ -21,7 +21,7 @@ import numpy as np
 
 from stream_plugin.cache.locks import CONTROL_DIRNAME, locked
 from stream_plugin.errors import ConfigError
-from stream_plugin.shard_access import ShardAccess
+from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.text.samples import decode_token_bytes
 
 

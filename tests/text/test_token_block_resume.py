@@ -42,8 +42,7 @@ def loader_factory(
 def test_block_loader_resumes_at_every_cut_with_workers(tmp_path: Path) -> None:
     write_token_stream(tmp_path / "data", 80)  # 59 blocks: 7 batches of 8 and one of 3
     assert_resumes_identically(
-        loader_factory(tmp_path / "data", workers=0),
-        loader_factory(tmp_path / "data", workers=2),
+        [loader_factory(tmp_path / "data", workers=0), loader_factory(tmp_path / "data", workers=2)],
         cuts=range(0, 9),
         epochs=2,
     )
