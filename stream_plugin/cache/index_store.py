@@ -5,7 +5,10 @@ digest of its bytes, and what identifies the ``index.json`` it was built from: t
 key (inode, size, modification and change times: every rewrite changes one of them, and an atomic
 replace gives a new inode) and, for a remote stream, the remote identity recorded with the download.
 Any difference, a wrong checksum or a truncated file makes it stale: the index is parsed again and
-the binary form rewritten. The first process of a node builds it under the index lock; the others
+the binary form rewritten. (Writers replace ``index.json`` atomically, which gives a new inode; a tool
+that rewrites it in place changes its modification time, in nanoseconds, and its change time, which no
+user can set back. Only a same-size in-place rewrite within one tick of the file system's clock as the
+previous write, with a parse in between, could go unseen.) The first process of a node builds it under the index lock; the others
 wait on that lock (the kernel releases it if the builder dies) and then load the binary form.
 
 A local-only dataset folder that cannot be written (read-only) is parsed in every process instead.
