@@ -41,7 +41,7 @@ from stream_plugin.fileio import atomic_write_bytes, publish
 from stream_plugin.format.compression import decompress_file
 from stream_plugin.format.hashing import hash_names, verify_digests
 from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry, load_index
-from stream_plugin.format.index_columns import index_digest, parse_columns
+from stream_plugin.format.index_columns import decoded_index, index_digest, parse_columns
 from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError, store_identity
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
@@ -198,7 +198,11 @@ class ShardCache:
                     # Refuse to publish something that is not an index; the next process would trust it.
                     # The parse is kept (index_store): no process of this node parses the index again.
                     text = temporary.read_bytes()
-                    columns, _ = parse_columns(text, source=f"{self._remote}/{index_name}")
+                    digest = index_digest(text, current)
+                    decoded = decoded_index(text)
+                    del text  # one copy of the index while it is parsed, not two
+                    columns, _ = parse_columns(decoded, source=f"{self._remote}/{index_name}")
+                    del decoded
                     if current is not None:
                         atomic_write_bytes(record, current.encode("utf-8"))
                     else:
@@ -208,7 +212,7 @@ class ShardCache:
                         self._control.index_columns(index_name),
                         path,
                         columns,
-                        digest=index_digest(text, current),
+                        digest=digest,
                         identity=current,
                     )
                 finally:

@@ -20,6 +20,7 @@ import json
 import mmap
 import os
 import re
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -75,8 +76,21 @@ class IndexColumns:
         return len(self.samples)
 
 
-def parse_columns(text: bytes, *, source: str) -> tuple[IndexColumns, list[ShardEntry] | None]:
-    """Validate ``text`` (an ``index.json``) as ``parse_index`` does; return its columns.
+def decoded_index(data: bytes) -> str | bytes:
+    """The text of an ``index.json`` as ``json.loads`` decodes it, when it is UTF-8 without a byte-order
+    mark (so ``json.loads`` of either gives the same); else ``data`` itself. A caller that then drops
+    ``data`` holds one copy of a large index, not two, while it is parsed."""
+    if json.detect_encoding(data[:4]) != "utf-8" or data.startswith(b"\xef\xbb\xbf"):
+        return data
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return data
+
+
+def parse_columns(text: str | bytes, *, source: str) -> tuple[IndexColumns, list[ShardEntry] | None]:
+    """Validate ``text`` (an ``index.json``, or its ``decoded_index``) as ``parse_index`` does; return
+    its columns.
 
     The second value is the list of parsed entries when the text needed ``parse_index`` itself (an
     unusual layout), in which case the columns have no spans; otherwise None.
@@ -141,9 +155,9 @@ def _plain_file(value: Any) -> tuple[str, int] | None:
     return name, size
 
 
-def _plain_entry(entry: Any, names: list[str]) -> tuple[int, int] | None:
-    """``(samples, stored bytes)`` of an entry ``parse_shard_entry`` accepts, appending its file names
-    to ``names``; None when the entry needs ``parse_shard_entry`` itself (unusual, or invalid)."""
+def _plain_entry(entry: Any, names: array[int]) -> tuple[int, int] | None:
+    """``(samples, stored bytes)`` of an entry ``parse_shard_entry`` accepts, appending the hashes of its
+    file names to ``names``; None when the entry needs ``parse_shard_entry`` itself (unusual, or invalid)."""
     if type(entry) is not dict:
         return None
     samples = entry.get("samples")
@@ -162,7 +176,7 @@ def _plain_entry(entry: Any, names: list[str]) -> tuple[int, int] | None:
     if zip_data is None and raw_meta is None and zip_meta is None:  # the usual uncompressed MDS shard
         if samples > raw_data[1]:
             return None
-        names.append(raw_data[0])
+        names.append(hash(raw_data[0]))
         return samples, raw_data[1]
     files = [raw_data]
     for value in (zip_data, raw_meta, zip_meta):
@@ -178,18 +192,15 @@ def _plain_entry(entry: Any, names: list[str]) -> tuple[int, int] | None:
         files.pop()  # a compressed meta file without a raw one is not a file of the shard
     if samples > raw_bytes:
         return None
-    names.extend(name for name, _ in files)
+    names.extend(hash(name) for name, _ in files)
     return samples, sum(size for _, size in files)
 
 
-def _scan(text: bytes, *, source: str) -> IndexColumns | None:
+def _scan(text: str | bytes, *, source: str) -> IndexColumns | None:
     """Columns of an index in the usual layout (``{"shards": [...], "version": 2}`` in either key
     order); None for any other layout or any error, which ``parse_index`` then reports."""
-    if json.detect_encoding(text) != "utf-8":
-        return None
-    try:
-        document = text.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
+    document = decoded_index(text) if isinstance(text, bytes) else text
+    if isinstance(document, bytes):
         return None
     head = _HEAD_SHARDS_FIRST.match(document) or _HEAD_VERSION_FIRST.match(document)
     if head is None:
@@ -202,18 +213,18 @@ def _scan(text: bytes, *, source: str) -> IndexColumns | None:
     found = _scan_entries(document, head.end(), tail, source=source)
     if found is None:
         return None
-    samples, stored, starts, ends, kinds, first, names = found
-    if len(set(names)) != len(names):
-        return None  # a file named twice: parse_index says which (or accepts one entry naming it twice)
-    spans = np.stack([np.array(starts, np.int64), np.array(ends, np.int64)], axis=1)  # (num_shards, 2)
+    samples, stored, starts, ends, kinds, first, names = (np.frombuffer(column, np.int64) for column in found)
+    if len(np.unique(names)) != len(names):
+        return None  # a file named twice (or a hash collision): parse_index says which, or accepts it
+    spans = np.stack([starts, ends], axis=1)  # (num_shards, 2)
     if not document.isascii():
         spans = _byte_offsets(document, spans)
     return IndexColumns(
-        samples=np.array(samples, np.int64),
-        stored_bytes=np.array(stored, np.int64),
+        samples=samples.copy(),
+        stored_bytes=stored.copy(),
         spans=spans,
-        kind_per_shard=np.array(kinds, np.int64),
-        first_of_kind=np.array(first, np.int64),
+        kind_per_shard=kinds.copy(),
+        first_of_kind=first.copy(),
     )
 
 
@@ -229,16 +240,11 @@ def _find_tail(pattern: re.Pattern[str], document: str, start: int) -> int | Non
 
 def _scan_entries(
     document: str, start: int, tail: int, *, source: str
-) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int], list[str]] | None:
+) -> tuple[array[int], ...] | None:
     """Scan the shard entries between ``start`` and the list's closing bracket at ``tail``."""
     scan = JSONDecoder().scan_once  # type: ignore[attr-defined]  # what json.loads uses: same numbers, constants and strictness
-    samples: list[int] = []
-    stored: list[int] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    kinds: list[int] = []
-    first: list[int] = []
-    names: list[str] = []
+    # Compact columns (8 bytes a number, not a Python int each) while a million entries go by.
+    samples, stored, starts, ends, kinds, first, names = (array("q") for _ in range(7))
     known: dict[Any, int] = {}
     position = start
     if position == tail:
@@ -253,7 +259,7 @@ def _scan_entries(
         if fields is None:  # unusual but perhaps valid: the full check, which raises if it is not
             parsed = parse_shard_entry(entry, source=f"{source} shard {number}")
             fields = (parsed.samples, stored_bytes(parsed))
-            names.extend(info.basename for pair in parsed.file_pairs() for info in pair if info is not None)
+            names.extend(hash(info.basename) for pair in parsed.file_pairs() for info in pair if info is not None)
         encodings = entry.get("column_encodings")
         try:  # a list of strings (the usual case) is its own key
             kind_key: Any = (entry["format"], *encodings)
