@@ -160,8 +160,8 @@ def _plain_entry(entry: Any, names: array[int]) -> tuple[int, int] | None:
     file names to ``names``; None when the entry needs ``parse_shard_entry`` itself (unusual, or invalid)."""
     if type(entry) is not dict:
         return None
-    samples = entry.get("samples")
-    if entry.get("format") not in _FORMATS or type(samples) is not int or samples < 0:
+    shard_format, samples = entry.get("format"), entry.get("samples")
+    if type(shard_format) is not str or shard_format not in _FORMATS or type(samples) is not int or samples < 0:
         return None
     hashes = entry.get("hashes")
     compression = entry.get("compression")

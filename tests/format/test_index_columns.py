@@ -120,6 +120,7 @@ def _bad_indexes() -> list[bytes]:
         b'{"shards": [{"format": "mds"}, }], "version": 2}',  # invalid JSON after a bad entry
         json.dumps({"shards": [entry, 5], "version": 2}).encode(),
         with_entry(format="parquet"),
+        with_entry(format=["mds"]),
         with_entry(samples=-1),
         with_entry(samples=True),
         with_entry(samples=10**9),
