@@ -2,19 +2,29 @@
 
 Usage::
 
-    python benchmarks/bench_index.py --shards 10k 100k 1M [--remote]
+    python benchmarks/bench_index.py --shards 10k 100k 1M [--library ours mosaicml] [--ranks 8]
 
 The index lists N copies of one small MDS shard's entry (``shard.000000.mds`` ... renamed), and only
 the first shard exists on disk: opening the dataset and reading sample 0 (shuffle off) needs only that
-one. Each size runs in a fresh process (a cold process: the index is parsed from scratch; the OS page
-cache is warm). ``--remote`` opens it through a ``file://`` remote into an empty cache folder, as a
-user with the data elsewhere does; without it the folder is read in place.
+one. Every measurement is a fresh process (the machine is shared: CPU seconds vary less than wall) (the OS page cache is warm), in four situations:
+
+* ``local cold`` / ``local warm``: the folder read in place, before and after a first open kept the
+  parsed index (ours keeps it in ``.stream_plugin/``, removed for the cold run);
+* ``remote cold`` / ``remote warm``: through a ``file://`` remote (MosaicML: the plain path) into an
+  empty cache folder, then again into the same cache folder;
+* ``R ranks cold``: R processes of one node (``RANK`` / ``LOCAL_WORLD_SIZE``) open it at once into
+  one empty cache folder; the slowest rank's time and the largest peak RSS are shown. Ours only:
+  MosaicML's ranks need a ``torch.distributed`` group.
+
+Run under ``.venv-peers`` to measure MosaicML Streaming 0.13 in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +34,8 @@ from pathlib import Path
 from benchmarks.bench_order import parse_size, peak_rss_mib
 
 ROOT = Path(__file__).resolve().parent.parent
+OURS, MOSAICML = "ours", "mosaicml"
+CHILD_TIMEOUT = 1800
 
 
 def make_index(folder: Path, num_shards: int) -> None:
@@ -36,57 +48,125 @@ def make_index(folder: Path, num_shards: int) -> None:
     index_path = folder / "index.json"
     document = json.loads(index_path.read_text())
     entry = document["shards"][0]
-    shards = []
-    for shard in range(num_shards):
-        copy = json.loads(json.dumps(entry))
-        copy["raw_data"]["basename"] = f"shard.{shard:07d}.mds"
-        shards.append(copy)
     (folder / entry["raw_data"]["basename"]).rename(folder / "shard.0000000.mds")
-    document["shards"] = shards
-    index_path.write_text(json.dumps(document, sort_keys=True))
+    entry["raw_data"]["basename"] = "@@NAME@@"
+    template = json.dumps(entry, sort_keys=True)
+    entries = ", ".join(template.replace("@@NAME@@", f"shard.{shard:07d}.mds") for shard in range(num_shards))
+    index_path.write_text('{"shards": [' + entries + '], "version": 2}')
 
 
-def open_first_sample(folder: str, remote: bool) -> dict[str, float]:
+def open_first_sample(folder: str, cache: str | None, library: str) -> dict[str, float]:
     """Build the dataset and read its first sample, in this process."""
-    from stream_plugin import StreamingDataset
+    if library == MOSAICML:
+        from streaming import StreamingDataset
+        from streaming.base.util import clean_stale_shared_memory
 
+        clean_stale_shared_memory()
+        remote = folder
+    else:
+        from stream_plugin import StreamingDataset  # type: ignore[assignment]
+
+        remote = f"file://{folder}"
     rss_before = peak_rss_mib()
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as cache:
-        if remote:
-            dataset = StreamingDataset(remote=f"file://{folder}", local=cache, batch_size=1)
-        else:
-            dataset = StreamingDataset(local=folder, batch_size=1)
-        sample = next(iter(dataset))
-        seconds = time.perf_counter() - start
-    assert int(sample["id"]) == 0
-    return {"seconds": seconds, "peak_rss_mib": peak_rss_mib(), "rss_before_mib": rss_before}
+    start, cpu_start = time.perf_counter(), time.process_time()
+    if cache is not None:
+        dataset = StreamingDataset(remote=remote, local=cache, batch_size=1, shuffle=False)
+    else:
+        dataset = StreamingDataset(local=folder, batch_size=1, shuffle=False)
+    sample = next(iter(dataset))
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    assert 0 <= int(sample["id"]) < 10  # rank 0 reads sample 0; other ranks their first
+    return {
+        "seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_mib": peak_rss_mib(), "rss_before_mib": rss_before
+    }
+
+
+def _command(folder: Path, cache: Path | None, library: str) -> list[str]:
+    command = [sys.executable, "-m", "benchmarks.bench_index", "--one", str(folder), "--library", library]
+    return command + (["--cache", str(cache)] if cache is not None else [])
+
+
+def _run(folder: Path, cache: Path | None, library: str) -> dict[str, float]:
+    run = subprocess.run(
+        _command(folder, cache, library), check=True, capture_output=True, text=True, cwd=ROOT,
+        timeout=CHILD_TIMEOUT,
+    )
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _run_ranks(folder: Path, cache: Path | None, ranks: int) -> dict[str, float]:
+    """``ranks`` processes of one node open the dataset at once; the slowest and the largest."""
+    children = []
+    for rank in range(ranks):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(ranks), "LOCAL_WORLD_SIZE": str(ranks)}
+        children.append(
+            subprocess.Popen(_command(folder, cache, OURS), stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        )
+    results = []
+    for child in children:
+        output, _ = child.communicate(timeout=CHILD_TIMEOUT)
+        if child.returncode:
+            raise RuntimeError(f"rank exited with {child.returncode}")
+        results.append(json.loads(output.strip().splitlines()[-1]))
+    return {
+        "seconds": max(result["seconds"] for result in results),
+        "cpu_seconds": max(result["cpu_seconds"] for result in results),
+        "peak_rss_mib": max(result["peak_rss_mib"] for result in results),
+        "rss_before_mib": max(result["rss_before_mib"] for result in results),
+    }
+
+
+def _forget_parse(folder: Path) -> None:
+    shutil.rmtree(folder / ".stream_plugin", ignore_errors=True)
+
+
+def measure(folder: Path, root: Path, library: str, ranks: int) -> list[tuple[str, dict[str, float]]]:
+    """Every situation of the module docstring, in order, for one library."""
+    rows: list[tuple[str, dict[str, float]]] = []
+    _forget_parse(folder)
+    rows.append(("local cold", _run(folder, None, library)))
+    rows.append(("local warm", _run(folder, None, library)))
+    cache = Path(tempfile.mkdtemp(dir=root))
+    rows.append(("remote cold", _run(folder, cache, library)))
+    rows.append(("remote warm", _run(folder, cache, library)))
+    if library == OURS and ranks > 1:
+        _forget_parse(folder)
+        rows.append((f"{ranks} ranks local cold", _run_ranks(folder, None, ranks)))
+        rows.append((f"{ranks} ranks remote cold", _run_ranks(folder, Path(tempfile.mkdtemp(dir=root)), ranks)))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", nargs="+", default=["10k", "100k", "1M"])
-    parser.add_argument("--remote", action="store_true", help="open through a file:// remote")
+    parser.add_argument("--library", nargs="+", default=[OURS], choices=[OURS, MOSAICML])
+    parser.add_argument("--ranks", type=int, default=8, help="processes of one node opening at once (ours)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: open this folder in this process
+    parser.add_argument("--cache", help=argparse.SUPPRESS)  # internal: through a remote into this cache
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(open_first_sample(args.one, args.remote)))
+        print(json.dumps(open_first_sample(args.one, args.cache, args.library[0])))
         return
-    print(f"open + first sample, {'file:// remote, empty cache' if args.remote else 'local folder'}")
-    print(f"{'shards':>10} {'index MB':>9} {'seconds':>8} {'peak RSS MiB':>13} {'RSS before':>11}")
+    print("open + first sample (wall and CPU seconds, peak RSS MiB of the whole process and before the open;")
+    print("for R ranks: the slowest and the largest of the ranks)")
+    print(
+        f"{'shards':>10} {'index MB':>9} {'library':>9} {'situation':>22} {'seconds':>8} {'CPU s':>7} "
+        f"{'peak RSS':>9} {'before':>7}"
+    )
     for size in args.shards:
-        with tempfile.TemporaryDirectory() as root:
-            folder = Path(root) / "data"
+        with tempfile.TemporaryDirectory() as name:
+            root = Path(name)
+            folder = root / "data"
             make_index(folder, parse_size(size))
-            command = [sys.executable, "-m", "benchmarks.bench_index", "--one", str(folder)]
-            command += ["--remote"] if args.remote else []
-            run = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
-            result = json.loads(run.stdout)
             index_mb = (folder / "index.json").stat().st_size / 1e6
-            print(
-                f"{parse_size(size):>10,} {index_mb:>9.0f} {result['seconds']:>8.2f} "
-                f"{result['peak_rss_mib']:>13.0f} {result['rss_before_mib']:>11.0f}"
-            )
+            for library in args.library:
+                for situation, result in measure(folder, root, library, args.ranks):
+                    print(
+                        f"{parse_size(size):>10,} {index_mb:>9.0f} {library:>9} {situation:>22} "
+                        f"{result['seconds']:>8.2f} {result['cpu_seconds']:>7.2f} {result['peak_rss_mib']:>9.0f} "
+                        f"{result['rss_before_mib']:>7.0f}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -63,6 +63,10 @@ class ControlFolder:
         """The remote's identity of the cached ``index_name`` when it was downloaded (``ObjectStore.identity``)."""
         return self.root / "index" / f"{_quoted(index_name)}.identity"
 
+    def index_columns(self, index_name: str) -> Path:
+        """The parsed ``index_name`` in binary form (see ``index_store.py``), built once per node."""
+        return self.root / "index" / f"{_quoted(index_name)}.columns"
+
     def reservation(self, basename: str) -> Path:
         """Record of the bytes an in-flight download of this shard will occupy once placed."""
         return self.root / "reserved" / _quoted(basename)

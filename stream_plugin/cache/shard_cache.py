@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stream_plugin.cache.eviction import Evictor, bytes_present, check_cache_limit, footprint
+from stream_plugin.cache.index_store import OpenedIndex, open_index, store_columns
 from stream_plugin.cache.locks import ControlFolder, is_control, locked, touch
 from stream_plugin.cache.stats import CacheStats, StatsGroup
 from stream_plugin.errors import (
@@ -39,7 +40,8 @@ from stream_plugin.errors import (
 from stream_plugin.fileio import atomic_write_bytes, publish
 from stream_plugin.format.compression import decompress_file
 from stream_plugin.format.hashing import hash_names, verify_digests
-from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry, load_index, parse_index
+from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry, load_index
+from stream_plugin.format.index_columns import decoded_index, index_digest, parse_columns
 from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError, store_identity
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
@@ -194,12 +196,25 @@ class ShardCache:
                 try:
                     self._download(index_name, temporary)
                     # Refuse to publish something that is not an index; the next process would trust it.
-                    parse_index(temporary.read_bytes(), source=f"{self._remote}/{index_name}")
+                    # The parse is kept (index_store): no process of this node parses the index again.
+                    text = temporary.read_bytes()
+                    digest = index_digest(text, current)
+                    decoded = decoded_index(text)
+                    del text  # one copy of the index while it is parsed, not two
+                    columns, _ = parse_columns(decoded, source=f"{self._remote}/{index_name}")
+                    del decoded
                     if current is not None:
                         atomic_write_bytes(record, current.encode("utf-8"))
                     else:
                         record.unlink(missing_ok=True)
                     publish(temporary, path)
+                    store_columns(
+                        self._control.index_columns(index_name),
+                        path,
+                        columns,
+                        digest=digest,
+                        identity=current,
+                    )
                 finally:
                     temporary.unlink(missing_ok=True)
             else:
@@ -260,6 +275,14 @@ class ShardCache:
                 f"dataset. Delete {self._config.local!r} (or point local at a new folder) to read the new "
                 "dataset; a state saved on the old data will be refused"
             )
+
+    def opened_index(self, index_name: str = INDEX_BASENAME) -> OpenedIndex:
+        """Fetch the index and return it validated, as columns with entries built on demand.
+
+        One process per node parses it; the others load the parse it kept (``index_store``).
+        """
+        path = self.fetch_index(index_name)
+        return open_index(path, self._control, index_name, identity=self.index_identity(index_name))
 
     def open_index(self, index_name: str = INDEX_BASENAME) -> list[ShardEntry]:
         """Fetch and parse the index, and remember its shards for eviction; return them."""

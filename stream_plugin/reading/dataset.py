@@ -206,7 +206,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self.world: World = detect_world() if world is None else _checked_world(world)
         stores, opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
         self._opened = opened
-        refuse_unsafe_columns(opened.entries, allow_unsafe_types=self.allow_unsafe_types)
+        refuse_unsafe_columns(opened.representatives, allow_unsafe_types=self.allow_unsafe_types)
         # Reused by this process's shard access only (never pickled: a worker opens its own).
         self._stores: list[Any] | None = stores
         self._stores_pid = os.getpid()

@@ -25,15 +25,17 @@ class ShardTable:
     sample_offset_per_shard: np.ndarray  # int64 (num_shards + 1,): first global sample id of each shard
 
     @classmethod
-    def from_counts(cls, samples_per_shard_per_stream: Sequence[Sequence[int]]) -> ShardTable:
+    def from_counts(cls, samples_per_shard_per_stream: Sequence[Sequence[int] | np.ndarray]) -> ShardTable:
         """Build the table from each stream's per-shard sample counts (as its index lists them)."""
         shards_per_stream = np.array([len(counts) for counts in samples_per_shard_per_stream], np.int64)
-        samples_per_shard = np.array(
-            [count for counts in samples_per_shard_per_stream for count in counts], np.int64
+        samples_per_shard = np.concatenate(
+            [np.zeros(0, np.int64)] + [np.asarray(counts, np.int64) for counts in samples_per_shard_per_stream]
         )
         stream_per_shard = np.repeat(np.arange(len(shards_per_stream), dtype=np.int64), shards_per_stream)
         shard_offset_per_stream = np.concatenate([[0], np.cumsum(shards_per_stream)[:-1]]).astype(np.int64)
-        samples_per_stream = np.array([sum(counts) for counts in samples_per_shard_per_stream], np.int64)
+        samples_per_stream = np.array(
+            [np.asarray(counts, np.int64).sum() for counts in samples_per_shard_per_stream], np.int64
+        )
         sample_offset_per_stream = np.concatenate([[0], np.cumsum(samples_per_stream)[:-1]]).astype(np.int64)
         sample_offset_per_shard = np.concatenate([[0], np.cumsum(samples_per_shard)]).astype(np.int64)
         return cls(

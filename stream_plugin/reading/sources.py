@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from stream_plugin.cache import CacheConfig, CacheStats, minimum_cache_limit
+from stream_plugin.cache.index_store import OpenedIndex
 from stream_plugin.errors import ConfigError, EmptyStreamError
-from stream_plugin.format.index import ShardEntry, load_index
+from stream_plugin.format.index import INDEX_BASENAME, ShardEntry
+from stream_plugin.format.index_columns import ConcatenatedEntries
 from stream_plugin.format.mds import columns_for_entry, refuse_unsafe
 from stream_plugin.reading.shard_access import StreamCacheSpec
 from stream_plugin.reading.stream import DownloadSettings, Stream
@@ -21,31 +24,17 @@ from stream_plugin.units import parse_bytes
 @dataclass(frozen=True)
 class OpenedStreams:
     cache_specs: list[StreamCacheSpec]
-    entries: list[ShardEntry]  # every stream's shards, concatenated in stream order
-    samples_per_shard_per_stream: list[list[int]]
+    entries: Sequence[ShardEntry]  # every stream's shards, concatenated in stream order, built on demand
+    samples_per_shard_per_stream: list[np.ndarray]  # int64 (num_shards of the stream,) each
     index_digests: list[str]  # sha256 of each index.json (and its remote identity): the data part of the fingerprint
-    entries_per_stream: list[list[ShardEntry]]
+    entries_per_stream: list[Sequence[ShardEntry]]
     stored_bytes_per_stream: list[int]  # what a fully cached stream occupies locally
+    stored_bytes_per_shard_per_stream: list[np.ndarray]  # int64 (num_shards of the stream,) each
+    representatives: list[ShardEntry]  # the first shard of each (format, column encodings) of each stream
 
 
 def _pairs(stream: Stream) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(stream.storage_options.items()))
-
-
-def _index_digest(index: bytes, identity: str | None) -> str:
-    """What identifies a stream's data: its index bytes and, for a remote, the identity of the write
-    they came from, so that a state saved on a rewritten remote is refused even when the bytes match."""
-    digest = hashlib.sha256(index)
-    if identity is not None:
-        digest.update(b"\0" + identity.encode("utf-8"))
-    return digest.hexdigest()
-
-
-def _stored_bytes(entries: Sequence[ShardEntry]) -> int:
-    # While a shard is decompressed both files exist; afterwards only the raw one (unless keep_zip).
-    return sum(
-        raw.bytes + (zipped.bytes if zipped else 0) for entry in entries for raw, zipped in entry.file_pairs()
-    )
 
 
 def _limit_shares(
@@ -70,8 +59,7 @@ def open_streams(
     Also returns the stores it opened, for this process to reuse (a new S3 client costs tens of ms).
     """
     configs: list[CacheConfig] = []
-    entries_per_stream: list[list[ShardEntry]] = []
-    digests: list[str] = []
+    indexes: list[OpenedIndex] = []
     stores: list[ObjectStore | None] = []
     locals_seen: dict[str, int] = {}
     for number, stream in enumerate(streams):
@@ -94,18 +82,16 @@ def open_streams(
         spec = StreamCacheSpec(config=config, remote=stream.remote_dir, store_options=_pairs(stream))
         store = spec.open_store()
         stores.append(store)
-        cache = spec.open(CacheStats(), store)
-        index_path = cache.fetch_index()
-        entries = load_index(index_path)
-        if not any(entry.samples for entry in entries):
+        index = spec.open(CacheStats(), store).opened_index()
+        if not index.columns.samples.any():
             raise EmptyStreamError(
-                f"{index_path}: expected a stream with at least one sample, found {len(entries)} shard(s) "
-                "holding none; point the stream at a dataset a writer finished writing, or leave it out"
+                f"{Path(stream.local_dir) / INDEX_BASENAME}: expected a stream with at least one sample, found "
+                f"{index.columns.num_shards} shard(s) holding none; point the stream at a dataset a writer "
+                "finished writing, or leave it out"
             )
-        entries_per_stream.append(entries)
+        indexes.append(index)
         configs.append(config)
-        digests.append(_index_digest(Path(index_path).read_bytes(), cache.index_identity()))
-    sizes = [_stored_bytes(entries) for entries in entries_per_stream]
+    sizes = [int(index.columns.stored_bytes.sum()) for index in indexes]
     shares = _limit_shares(cache_limit, streams, sizes)
     specs = [
         StreamCacheSpec(
@@ -115,11 +101,15 @@ def open_streams(
     ]
     return stores, OpenedStreams(
         cache_specs=specs,
-        entries=[entry for entries in entries_per_stream for entry in entries],
-        samples_per_shard_per_stream=[[entry.samples for entry in entries] for entries in entries_per_stream],
-        index_digests=digests,
-        entries_per_stream=entries_per_stream,
+        entries=ConcatenatedEntries([index.entries for index in indexes]),
+        samples_per_shard_per_stream=[index.columns.samples for index in indexes],
+        index_digests=[index.digest for index in indexes],
+        entries_per_stream=[index.entries for index in indexes],
         stored_bytes_per_stream=sizes,
+        stored_bytes_per_shard_per_stream=[index.columns.stored_bytes for index in indexes],
+        representatives=[
+            index.entries[shard] for index in indexes for shard in index.columns.first_of_kind.tolist()
+        ],
     )
 
 
@@ -152,13 +142,12 @@ def check_cache_limit(
         if spec.remote is not None
     )
     smallest = 0
-    for spec, entries, size in zip(
-        opened.cache_specs, opened.entries_per_stream, opened.stored_bytes_per_stream
+    for spec, footprints, size in zip(
+        opened.cache_specs, opened.stored_bytes_per_shard_per_stream, opened.stored_bytes_per_stream
     ):
-        if spec.remote is None or not entries:
+        if spec.remote is None or not len(footprints):
             continue
-        footprints = [_stored_bytes([entry]) for entry in entries]
-        stream_minimum = minimum_cache_limit(footprints, readers, shards_per_reader)
+        stream_minimum = minimum_cache_limit(footprints.tolist(), readers, shards_per_reader)
         # The stream gets limit * size / total, so the whole limit must be at least this:
         smallest = max(smallest, -(-stream_minimum * cached_total // size))
     if cache_limit < smallest:
@@ -177,11 +166,11 @@ def readers_within_limit(
     of the cache limit; between ``floor`` and ``ceiling``. Streams without a share (no limit, or no
     remote: never evicted) set no bound."""
     allowed = ceiling
-    for spec, entries in zip(opened.cache_specs, opened.entries_per_stream):
-        if spec.config.cache_limit is None or not entries:
+    for spec, footprints in zip(opened.cache_specs, opened.stored_bytes_per_shard_per_stream):
+        if spec.config.cache_limit is None or not len(footprints):
             continue
         share = parse_bytes(spec.config.cache_limit, name="cache_limit")
-        largest = max(_stored_bytes([entry]) for entry in entries) or 1
+        largest = int(footprints.max()) or 1
         allowed = min(allowed, share // (readers * largest) - in_flight)
     return max(floor, allowed)
 

@@ -95,3 +95,15 @@ def test_write_benchmark_cli_smoke_prints_a_table() -> None:
     assert result.returncode == 0, result.stderr
     assert "| write 2,000 x 1 KiB | stream_plugin |" in result.stdout
     assert "mosaicml-streaming |" not in result.stdout
+
+
+def test_index_benchmark_measures_every_situation_for_ours() -> None:
+    command = [sys.executable, "-m", "benchmarks.bench_index", "--shards", "1k", "--ranks", "2"]
+    result = subprocess.run(command, cwd=REPO_DIR, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("1,000")]
+    situations = [" ".join(row[3:-4]) for row in rows]
+    assert situations == [
+        "local cold", "local warm", "remote cold", "remote warm", "2 ranks local cold", "2 ranks remote cold"
+    ]
+    assert all(float(row[-4]) > 0 for row in rows)
