@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -73,6 +74,25 @@ def test_sigterm_mid_epoch_on_two_processes_resumes_exactly_on_one(
     assert min(resumed) == max(interrupted) + 1
     difference = first_difference(merge_runs(interrupted, resumed), reference.steps)
     assert difference is None, difference
+
+
+def test_default_agreement_stops_both_ranks_at_the_step_rank_1_was_signalled_and_both_exit_143(
+    reference: Reference, tmp_path: Path
+) -> None:
+    # Rank 1 alone sends itself SIGTERM as step 13 starts; with the default interval (every step) both
+    # ranks agree at the end of step 13 and stop there. Rank 0 reports its child's exit status.
+    config = reference.run_config(
+        tmp_path, "every", devices=2, preemption=True, signal_at_step=13, signal_rank=1
+    )
+    status, output = finish_process(start_process(config))
+
+    assert status == 143, output[-4000:]
+    assert "PreemptionCheckpoint: local rank 1 exited with status 143" in output, output[-4000:]
+    for rank in (0, 1):
+        records = [json.loads(line) for line in Path(config.records, f"every-rank{rank}.jsonl").open()]
+        assert records[-1]["step"] == 13, records[-1]
+    state = torch.load(Path(config.checkpoints) / "last.ckpt", weights_only=True)["StreamingDataModule"]["train"]
+    assert (state["epoch"], state["sample_in_epoch"]) == (0, 14 * 8)
 
 
 def test_one_to_two_processes_with_workers_then_a_crash_then_back_to_one(
