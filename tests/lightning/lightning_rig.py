@@ -201,7 +201,9 @@ def build_callbacks(config: RunConfig) -> list[Callback]:
     if config.fail_at_step is not None:
         callbacks.append(OnExceptionCheckpoint(dirpath=config.checkpoints))
     if config.preemption:
-        interval = {} if config.check_every_n_steps is None else {"check_every_n_steps": config.check_every_n_steps}
+        interval = (
+            {} if config.check_every_n_steps is None else {"check_every_n_steps": config.check_every_n_steps}
+        )
         callbacks.append(PreemptionCheckpoint(dirpath=config.checkpoints, **interval))
     return callbacks
 

@@ -89,9 +89,12 @@ def test_default_agreement_stops_both_ranks_at_the_step_rank_1_was_signalled_and
     assert status == 143, output[-4000:]
     assert "PreemptionCheckpoint: local rank 1 exited with status 143" in output, output[-4000:]
     for rank in (0, 1):
-        records = [json.loads(line) for line in Path(config.records, f"every-rank{rank}.jsonl").open()]
+        lines = Path(config.records, f"every-rank{rank}.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
         assert records[-1]["step"] == 13, records[-1]
-    state = torch.load(Path(config.checkpoints) / "last.ckpt", weights_only=True)["StreamingDataModule"]["train"]
+    state = torch.load(Path(config.checkpoints) / "last.ckpt", weights_only=True)["StreamingDataModule"][
+        "train"
+    ]
     assert (state["epoch"], state["sample_in_epoch"]) == (0, 14 * 8)
 
 
