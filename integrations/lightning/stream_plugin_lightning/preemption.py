@@ -168,7 +168,19 @@ class PreemptionCheckpoint(Callback):
         self._wait_for_children_at_exit(trainer)
         # No rank exits before rank 0 has stood Lightning's observer down (see the module docstring).
         trainer.strategy.barrier("stream_plugin_lightning.PreemptionCheckpoint")
+        self._ignore_signals_until_exit()
         raise Preempted(self.exit_code, str(path), signum)
+
+    def _ignore_signals_until_exit(self) -> None:
+        """Keep a launcher's clean-up SIGTERM from turning this rank's status into -15.
+
+        torchrun SIGTERMs the ranks still running once one has exited, and this rank may still be in
+        Lightning's teardown (which stops the DataLoader workers) or in interpreter shutdown. Ignored from
+        here; Lightning's teardown then puts back the handlers from before ``fit``, so the interpreter's
+        exit ignores them again.
+        """
+        self._flag.ignore_further()
+        atexit.register(self._flag.ignore_further)
 
     def checkpoint_path(self, trainer: pl.Trainer) -> Path:
         """Where the preemption checkpoint goes (see ``dirpath``)."""
