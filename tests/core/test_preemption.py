@@ -218,3 +218,8 @@ def test_worker_guard_blocks_the_signals_before_the_user_init_runs() -> None:
     thread.start()
     thread.join()
     assert str(int(signal.SIGUSR2)) in outcome["blocked"].split(",")
+
+
+def test_importing_the_preemption_module_does_not_import_torch() -> None:
+    check = "import sys, stream_plugin.preemption; assert 'torch' not in sys.modules, 'torch was imported'"
+    subprocess.run([sys.executable, "-c", check], check=True)
