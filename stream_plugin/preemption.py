@@ -150,7 +150,8 @@ class WorkerSignalGuard:
     (PyTorch's watchdog). Then ``user_init(worker_id)`` runs, if given.
 
     The signals are blocked before the dataset or ``user_init`` start threads, which inherit the mask,
-    so only the waiting thread receives them. Without ``sigwaitinfo`` (macOS, Windows) workers keep the
+    so only the waiting thread receives them. A signal that reaches a worker while it starts, before
+    its ``worker_init_fn`` runs, still ends it. Without ``sigwaitinfo`` (macOS, Windows) workers keep the
     default behaviour. A class, not a closure, so that it pickles for the ``spawn`` start method.
     """
 

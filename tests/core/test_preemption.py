@@ -136,7 +136,7 @@ def test_per_step_agreement_stops_every_rank_at_the_step_one_rank_was_signalled(
 
 # ---------------------------------------------------------------------------------------- worker guard
 # A training process with 2 DataLoader workers (persistent: they live until the interpreter exits) that
-# prints their pids after the first batch, waits for a line on stdin, then reads the rest of the epoch.
+# prints their pids after the first two batches, waits for a line on stdin, then reads the rest of the epoch.
 HOLD_WORKERS = """
     import sys
     import torch
@@ -153,10 +153,10 @@ HOLD_WORKERS = """
             multiprocessing_context=sys.argv[1],
         )
         batches = iter(loader)
-        next(batches)
+        next(batches), next(batches)  # one from each worker: both have run their worker_init_fn
         print("pids", *[worker.pid for worker in batches._workers], flush=True)
         sys.stdin.readline()
-        print("batches", 1 + sum(1 for _ in batches), flush=True)
+        print("batches", 2 + sum(1 for _ in batches), flush=True)
 """
 
 
