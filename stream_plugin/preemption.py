@@ -21,15 +21,19 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
+
+from stream_plugin.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = [
     "DEFAULT_EXIT_CODE",
+    "AgreementSchedule",
     "PreemptionFlag",
     "WorkerSignalGuard",
     "agree_on_signal",
@@ -124,17 +128,61 @@ def agree_on_signal(received: int, device: torch.device | str | None = None) -> 
     initialised process group it returns ``received``. ``device`` holds the one-element tensor; by default
     the current CUDA device under NCCL, else the CPU.
     """
+    return _max_over_ranks([received], device)[0]
+
+
+class AgreementSchedule:
+    """At which steps the ranks agree: about every ``check_interval_s`` seconds, at most every step.
+
+    Each agreement also carries the slowest rank's time since the previous one (in the same all-reduce),
+    so every rank computes the same next step to agree at, without another collective: steps longer than
+    ``check_interval_s`` agree at every step, shorter ones every ``check_interval_s / step time`` steps
+    (0: every step). A preemption is then answered within about ``check_interval_s`` plus one step, at a
+    cost of one small all-reduce per ``check_interval_s``. ``step`` must count the same on every rank (an optimizer step or a batch counter).
+    """
+
+    def __init__(self, check_interval_s: float = 1.0) -> None:
+        seconds = check_interval_s
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ConfigError(
+                f"check_interval_s: expected seconds >= 0 between agreements (0: every step), found {seconds!r}"
+            )
+        self.check_interval_s = float(seconds)
+        self._next_step: int | None = None
+        self._last_step = 0
+        self._last_time = 0.0
+
+    def due(self, step: int) -> bool:
+        """Whether the ranks agree at ``step`` (the first call's step always is)."""
+        return self._next_step is None or step >= self._next_step
+
+    def agree(self, step: int, received: int, device: torch.device | str | None = None) -> int:
+        """``agree_on_signal`` that also plans the next step to agree at; collective, call when ``due``."""
+        now = time.monotonic()
+        elapsed_us = 0 if self._next_step is None else int((now - self._last_time) * 1e6)
+        signum, slowest_us = _max_over_ranks([received, elapsed_us], device)
+        steps = step - self._last_step
+        if self._next_step is None or slowest_us <= 0 or steps <= 0:
+            self._next_step = step + 1
+        else:
+            per_step_s = slowest_us / 1e6 / steps
+            self._next_step = step + max(1, int(self.check_interval_s / per_step_s))
+        self._last_step, self._last_time = step, now
+        return signum
+
+
+def _max_over_ranks(values: list[int], device: torch.device | str | None) -> list[int]:
     import torch
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return received
+        return values
     if device is None:
         nccl = dist.get_backend() == "nccl"
         device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
-    flag = torch.tensor([received], dtype=torch.int64, device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return int(flag.item())
+    tensor = torch.tensor(values, dtype=torch.int64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return [int(value) for value in tensor.tolist()]
 
 
 class WorkerSignalGuard:

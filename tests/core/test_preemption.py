@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from stream_plugin.errors import ConfigError
 from stream_plugin.preemption import (
     DEFAULT_EXIT_CODE,
+    AgreementSchedule,
     PreemptionFlag,
     WorkerSignalGuard,
     agree_on_signal,
@@ -132,6 +134,63 @@ def test_per_step_agreement_stops_every_rank_at_the_step_one_rank_was_signalled(
         assert process.returncode == 0, err[-3000:]
         own = signal.SIGTERM if rank == signalled else 0
         assert out.strip() == f"stopped at step 3 by signal {int(signal.SIGTERM)}; own flag {int(own)}"
+
+
+# Steps of 50 ms and an agreement about every 0.4 s; rank 1 sends itself a real SIGTERM as step 20
+# starts. Each rank prints the steps at which it agreed, then the step at which it stopped.
+SCHEDULED_LOOP = """
+    import os, signal, sys, time
+    import torch.distributed as dist
+    from stream_plugin.preemption import AgreementSchedule, PreemptionFlag
+
+    store, rank = sys.argv[1], int(sys.argv[2])
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    flag, schedule, agreed_at = PreemptionFlag([signal.SIGTERM]), AgreementSchedule(0.4), []
+    flag.install()
+    for step in range(400):
+        if rank == 1 and step == 20:
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        if schedule.due(step):
+            agreed_at.append(step)
+            if schedule.agree(step, flag.received):
+                break
+    print(*agreed_at, flush=True)
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_agreement_schedule_spaces_agreements_by_time_and_all_ranks_pick_the_same_steps(
+    tmp_path: Path,
+) -> None:
+    script, store = textwrap.dedent(SCHEDULED_LOOP), str(tmp_path / "store")
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, store, str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    outputs = [rank.communicate(timeout=120) for rank in ranks]
+    for process, (_, err) in zip(ranks, outputs, strict=True):
+        assert process.returncode == 0, err[-3000:]
+    agreed_at = [[int(step) for step in out.split()] for out, _ in outputs]
+    assert agreed_at[0] == agreed_at[1]  # the same collective calls on both ranks: no deadlock
+    steps = agreed_at[0]
+    assert steps[:2] == [0, 1]  # the first two agreements measure the step time
+    assert max(b - a for a, b in zip(steps, steps[1:], strict=False)) > 1  # then spaced by time
+    assert steps[-2] < 20 <= steps[-1]  # the first agreement at or after the signal stops every rank
+
+
+def test_agreement_schedule_without_a_process_group_agrees_every_step_of_a_slow_loop() -> None:
+    schedule = AgreementSchedule(0.0)
+    assert [schedule.due(step) and schedule.agree(step, 0) == 0 for step in range(3)] == [True] * 3
+    assert schedule.agree(3, int(signal.SIGTERM)) == signal.SIGTERM
+    with pytest.raises(ConfigError, match=r"check_interval_s: expected seconds >= 0 .* found -1"):
+        AgreementSchedule(-1)
 
 
 # ---------------------------------------------------------------------------------------- worker guard

@@ -84,6 +84,7 @@ class RunConfig:
     fail_at_step: int | None = None  # raise in training_step (an on-exception checkpoint is written)
     preemption: bool = False
     check_every_n_steps: int | None = None  # None: PreemptionCheckpoint's default
+    check_interval_s: float | None = None  # None: PreemptionCheckpoint's default
     step_delay: float = 0.0  # seconds per step, so a signal can land mid-epoch
     val: bool = True
     print_progress: bool = False
@@ -201,9 +202,14 @@ def build_callbacks(config: RunConfig) -> list[Callback]:
     if config.fail_at_step is not None:
         callbacks.append(OnExceptionCheckpoint(dirpath=config.checkpoints))
     if config.preemption:
-        interval = (
-            {} if config.check_every_n_steps is None else {"check_every_n_steps": config.check_every_n_steps}
-        )
+        interval: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("check_every_n_steps", config.check_every_n_steps),
+                ("check_interval_s", config.check_interval_s),
+            )
+            if value is not None
+        }
         callbacks.append(PreemptionCheckpoint(dirpath=config.checkpoints, **interval))
     return callbacks
 

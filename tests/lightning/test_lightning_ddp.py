@@ -76,13 +76,14 @@ def test_sigterm_mid_epoch_on_two_processes_resumes_exactly_on_one(
     assert difference is None, difference
 
 
-def test_default_agreement_stops_both_ranks_at_the_step_rank_1_was_signalled_and_both_exit_143(
+def test_per_step_agreement_stops_both_ranks_at_the_step_rank_1_was_signalled_and_both_exit_143(
     reference: Reference, tmp_path: Path
 ) -> None:
-    # Rank 1 alone sends itself SIGTERM as step 13 starts; with the default interval (every step) both
-    # ranks agree at the end of step 13 and stop there. Rank 0 reports its child's exit status.
+    # Rank 1 alone sends itself SIGTERM as step 13 starts; agreeing at every step (the time-bounded
+    # schedule with a 0 s interval: the default's code path) both ranks stop at the end of step 13.
+    # Rank 0 reports its child's exit status.
     config = reference.run_config(
-        tmp_path, "every", devices=2, preemption=True, signal_at_step=13, signal_rank=1
+        tmp_path, "every", devices=2, preemption=True, signal_at_step=13, signal_rank=1, check_interval_s=0.0
     )
     status, output = finish_process(start_process(config))
 

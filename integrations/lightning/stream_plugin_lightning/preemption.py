@@ -3,9 +3,9 @@
 Lightning 2.6 already reacts to SIGTERM, but its handler broadcasts a tensor from inside the signal
 handler, stops on rank 0's signal only, saves nothing and exits 0, so schedulers think the job finished.
 This callback replaces that handler while training runs, with the core's ``PreemptionFlag`` (the handler
-only records the signal). At the end of every optimizer step the ranks agree (``agree_on_signal``: one
-all-reduce of one integer, measured in benchmarks/RESULTS.md, "Preemption agreement") and then all stop
-at the same step: a full checkpoint is written to a temporary file and renamed over ``last.ckpt``, and
+only records the signal). At the end of an optimizer step, about once a second and at most every step
+(``AgreementSchedule``: one small all-reduce, measured in benchmarks/RESULTS.md, "Preemption
+agreement"), the ranks agree and then all stop at the same step: a full checkpoint is written to a temporary file and renamed over ``last.ckpt``, and
 every rank raises ``Preempted`` (``SystemExit``).
 
 Exit codes: ``exit_code`` (143 = 128 + SIGTERM) on every rank, under every launcher. Under Lightning's
@@ -30,7 +30,13 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stream_plugin.errors import ConfigError
-from stream_plugin.preemption import PreemptionFlag, agree_on_signal, default_preemption_signals, on_slurm
+from stream_plugin.preemption import (
+    AgreementSchedule,
+    PreemptionFlag,
+    agree_on_signal,
+    default_preemption_signals,
+    on_slurm,
+)
 from stream_plugin_lightning.checkpoints import save_checkpoint_atomically
 
 
@@ -61,9 +67,13 @@ class PreemptionCheckpoint(Callback):
             ``<default_root_dir>/checkpoints``. Restart with ``fit(ckpt_path="last")`` (which looks in the
             ``ModelCheckpoint`` folder) or ``fit(ckpt_path=latest_checkpoint(dirpath))``.
         filename: the checkpoint's file name; ``last.ckpt`` is what ``ckpt_path="last"`` finds.
-        check_every_n_steps: under DDP, how often the ranks compare notes (one all-reduce of one integer,
-            a fraction of a millisecond); the stop comes at most this many optimizer steps after the
-            signal. Every step by default. A single process checks every step.
+        check_every_n_steps: under DDP, compare notes every this many optimizer steps (one small
+            all-reduce) instead; the stop comes at most this many steps after the signal. Default: by
+            time, see ``check_interval_s``. A single process checks every step.
+        check_interval_s: without ``check_every_n_steps``, the ranks compare notes about every this many
+            seconds and at most at every step (``stream_plugin.preemption.AgreementSchedule``): steps
+            longer than this agree at every step, and the stop comes within about this long plus one
+            step of the signal. 0: every step.
         signals: signal numbers to trap; default SIGTERM, plus SIGUSR1 when running under SLURM.
         exit_code: every rank's exit status after saving (143 = 128 + SIGTERM, what schedulers expect).
         requeue_on_slurm: after a SIGUSR1 under SLURM (the time-limit warning), run ``scontrol requeue``.
@@ -75,13 +85,14 @@ class PreemptionCheckpoint(Callback):
         self,
         dirpath: str | None = None,
         filename: str = "last.ckpt",
-        check_every_n_steps: int = 1,
+        check_every_n_steps: int | None = None,
+        check_interval_s: float = 1.0,
         signals: Sequence[int] | None = None,
         exit_code: int = 143,
         requeue_on_slurm: bool = True,
         child_exit_timeout: float = 120.0,
     ) -> None:
-        if (
+        if check_every_n_steps is not None and (
             isinstance(check_every_n_steps, bool)
             or not isinstance(check_every_n_steps, int)
             or check_every_n_steps < 1
@@ -96,6 +107,8 @@ class PreemptionCheckpoint(Callback):
         self.dirpath = dirpath
         self.filename = filename
         self.check_every_n_steps = check_every_n_steps
+        self.check_interval_s = check_interval_s
+        self._schedule = AgreementSchedule(check_interval_s)
         self.signals = list(signals) if signals is not None else None
         self.exit_code = exit_code
         self.requeue_on_slurm = requeue_on_slurm
@@ -116,6 +129,7 @@ class PreemptionCheckpoint(Callback):
         if trainer.received_sigterm:
             self._flag.record(signal.SIGTERM)
         self._last_step = trainer.global_step
+        self._schedule = AgreementSchedule(self.check_interval_s)
         if not self._flag.install():
             rank_zero_warn(
                 "PreemptionCheckpoint: training runs outside the main thread; signals are not trapped"
@@ -128,12 +142,17 @@ class PreemptionCheckpoint(Callback):
         if step == self._last_step:
             return  # accumulating gradients: no optimizer step finished in this batch
         self._last_step = step
-        if trainer.world_size > 1 and step % self.check_every_n_steps:
-            return
-        self._stop_if_signalled(trainer)
+        if trainer.world_size == 1:
+            self._stop_if_signalled(trainer, self._flag.received)
+        elif self.check_every_n_steps is not None:
+            if step % self.check_every_n_steps == 0:
+                self._stop_if_signalled(trainer, self._agreed_signal(trainer))
+        elif self._schedule.due(step):
+            device = trainer.strategy.root_device
+            self._stop_if_signalled(trainer, self._schedule.agree(step, self._flag.received, device))
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._stop_if_signalled(trainer)
+        self._stop_if_signalled(trainer, self._agreed_signal(trainer))
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._flag.uninstall()
@@ -153,8 +172,8 @@ class PreemptionCheckpoint(Callback):
             return self._flag.received
         return agree_on_signal(self._flag.received, device=trainer.strategy.root_device)
 
-    def _stop_if_signalled(self, trainer: pl.Trainer) -> None:
-        signum = self._agreed_signal(trainer)
+    def _stop_if_signalled(self, trainer: pl.Trainer, signum: int) -> None:
+        """Save and stop every rank if ``signum`` (already agreed on) is not 0."""
         if not signum:
             return
         path = self.checkpoint_path(trainer)
