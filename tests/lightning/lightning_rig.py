@@ -84,12 +84,14 @@ class RunConfig:
     manual_save_at_step: int | None = None  # trainer.save_checkpoint inside training_step
     fail_at_step: int | None = None  # raise in training_step (an on-exception checkpoint is written)
     preemption: bool = False
-    check_every_n_steps: int = 2
+    check_every_n_steps: int | None = None  # None: PreemptionCheckpoint's default
+    check_interval_s: float | None = None  # None: PreemptionCheckpoint's default
     step_delay: float = 0.0  # seconds per step, so a signal can land mid-epoch
     val: bool = True
     print_progress: bool = False
     signal_at_step: int | None = None  # this process sends itself a signal as that step starts
     signal_number: int = signal.SIGTERM
+    signal_rank: int | None = None  # only this rank sends itself the signal (None: every rank)
     extra: dict[str, Any] = field(default_factory=dict)  # more StreamingDataModule arguments
     trainer_extra: dict[str, Any] = field(default_factory=dict)  # more Trainer arguments
 
@@ -157,9 +159,10 @@ class SendSignal(Callback):
     """Sends this process a real signal as a chosen step starts (the step must still finish), or as the
     sanity check starts (``step=-1``), before PreemptionCheckpoint takes the signals over."""
 
-    def __init__(self, step: int, signum: int = signal.SIGTERM) -> None:
+    def __init__(self, step: int, signum: int = signal.SIGTERM, rank: int | None = None) -> None:
         self.step = step
         self.signum = signum
+        self.rank = rank
 
     def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.step == -1:
@@ -168,14 +171,14 @@ class SendSignal(Callback):
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if trainer.global_step == self.step:
+        if trainer.global_step == self.step and self.rank in (None, trainer.global_rank):
             os.kill(os.getpid(), self.signum)
 
 
 def build_callbacks(config: RunConfig) -> list[Callback]:
     callbacks: list[Callback] = [_WriteMarker(config.records)]
     if config.signal_at_step is not None:
-        callbacks.append(SendSignal(config.signal_at_step, config.signal_number))
+        callbacks.append(SendSignal(config.signal_at_step, config.signal_number, config.signal_rank))
     if config.every_step_checkpoints:
         callbacks += [
             ModelCheckpoint(
@@ -200,9 +203,15 @@ def build_callbacks(config: RunConfig) -> list[Callback]:
     if config.fail_at_step is not None:
         callbacks.append(OnExceptionCheckpoint(dirpath=config.checkpoints))
     if config.preemption:
-        callbacks.append(
-            PreemptionCheckpoint(dirpath=config.checkpoints, check_every_n_steps=config.check_every_n_steps)
-        )
+        interval: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("check_every_n_steps", config.check_every_n_steps),
+                ("check_interval_s", config.check_interval_s),
+            )
+            if value is not None
+        }
+        callbacks.append(PreemptionCheckpoint(dirpath=config.checkpoints, **interval))
     return callbacks
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -71,6 +72,29 @@ def test_sigterm_mid_epoch_on_two_processes_resumes_exactly_on_one(
     resumed = read_records(Path(restarted.records), "one")
     assert min(resumed) == max(interrupted) + 1
     assert_retraces(reference.steps, interrupted, resumed)
+
+
+def test_per_step_agreement_stops_both_ranks_at_the_step_rank_1_was_signalled_and_both_exit_143(
+    reference: Reference, tmp_path: Path
+) -> None:
+    # Rank 1 alone sends itself SIGTERM as step 13 starts; agreeing at every step (the time-bounded
+    # schedule with a 0 s interval: the default's code path) both ranks stop at the end of step 13.
+    # Rank 0 reports its child's exit status.
+    config = reference.run_config(
+        tmp_path, "every", devices=2, preemption=True, signal_at_step=13, signal_rank=1, check_interval_s=0.0
+    )
+    status, output = finish_process(start_process(config))
+
+    assert status == 143, output[-4000:]
+    assert "PreemptionCheckpoint: local rank 1 exited with status 143" in output, output[-4000:]
+    for rank in (0, 1):
+        lines = Path(config.records, f"every-rank{rank}.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        assert records[-1]["step"] == 13, records[-1]
+    state = torch.load(Path(config.checkpoints) / "last.ckpt", weights_only=True)["StreamingDataModule"][
+        "train"
+    ]
+    assert (state["epoch"], state["sample_in_epoch"]) == (0, 14 * 8)
 
 
 def test_one_to_two_processes_with_workers_then_a_crash_then_back_to_one(

@@ -1,35 +1,34 @@
 """``PreemptionCheckpoint``: on SIGTERM, finish the batch, write a checkpoint, and exit non-zero.
 
 Composer's own SIGTERM handler exits at once (``sys.exit(143)`` from wherever the signal lands), losing
-everything since the last checkpoint. This callback replaces it with one that only raises a flag. At the
-next batch boundary all ranks agree on the flag (one tiny all-reduce, so ranks that got the signal at
-different moments stop at the same batch), write a checkpoint through Composer's ``CheckpointSaver``
-(which also moves the ``latest`` symlink that ``autoresume`` reads), and exit with ``exit_code``.
+everything since the last checkpoint. This callback replaces it with the core's ``PreemptionFlag``,
+which only records the signal. At every batch boundary all ranks agree on the flag (``agree_on_signal``:
+one all-reduce of one integer, so ranks that got the signal at different moments stop at the same
+batch), write a checkpoint through Composer's ``CheckpointSaver`` (which also moves the ``latest`` symlink that ``autoresume`` reads), and exit with ``exit_code``.
 Running the same command again (``run_name``, ``save_folder``, ``autoresume=True``) resumes there.
+
+Every rank exits ``exit_code``: from the decision on, SIGTERM is ignored, so the launcher's clean-up
+SIGTERM (``composer -n`` and torchrun send one to the ranks still running once one rank has exited)
+cannot turn a rank's status into -15. ``composer -n`` then exits with the first non-zero rank status,
+``exit_code``.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-import threading
-from types import FrameType
-from typing import Any
 
-import torch
 from composer.callbacks import CheckpointSaver
 from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
 from stream_plugin.errors import ConfigError
+from stream_plugin.preemption import DEFAULT_EXIT_CODE, PreemptionFlag, agree_on_signal
 
 log = logging.getLogger(__name__)
 
-# 128 + SIGTERM: what a shell reports for a process ended by SIGTERM, and what Composer itself uses.
-DEFAULT_EXIT_CODE = 128 + int(signal.SIGTERM)
-
-_Handler = Any  # what signal.getsignal returns: a callable, SIG_DFL, SIG_IGN or None
+__all__ = ["DEFAULT_EXIT_CODE", "PreemptionCheckpoint"]
 
 
 class PreemptionCheckpoint(Callback):
@@ -46,44 +45,16 @@ class PreemptionCheckpoint(Callback):
                 f"as interrupted), found {exit_code!r}"
             )
         self.exit_code = exit_code
-        self._requested = threading.Event()
-        self._previous: _Handler = None
-        self._installed = False
+        self._flag = PreemptionFlag([signal.SIGTERM])
 
-    # ------------------------------------------------------------------ signal handling
     @property
     def requested(self) -> bool:
         """Whether this process has received SIGTERM since the handler was installed."""
-        return self._requested.is_set()
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        del frame
-        # Only a flag: the handler runs between two bytecodes of the training step.
-        self._requested.set()
-        log.warning("received signal %d; will checkpoint and exit after the current batch", signum)
+        return bool(self._flag.received)
 
     def _install(self) -> None:
-        if self._installed or threading.current_thread() is not threading.main_thread():
-            return
-        self._previous = signal.signal(signal.SIGTERM, self._on_signal)
-        self._installed = True
-
-    def _ignore_further_sigterm(self) -> None:
-        """From here on SIGTERM is ignored, through interpreter shutdown.
-
-        When one rank exits, the ``composer`` launcher SIGTERMs the others. They are exiting too, but
-        Python resets its own handlers to the default at shutdown, and a SIGTERM then would kill the rank
-        (code -15, which the launcher reports instead of ours). SIG_IGN survives the shutdown.
-        """
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            self._installed = False
-
-    def _uninstall(self) -> None:
-        if not self._installed or threading.current_thread() is not threading.main_thread():
-            return
-        signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
-        self._installed = False
+        if not self._flag.installed:
+            self._flag.install()
 
     # ------------------------------------------------------------------ events
     def init(self, state: State, logger: Logger) -> None:
@@ -96,7 +67,7 @@ class PreemptionCheckpoint(Callback):
         self._install()
 
     def batch_checkpoint(self, state: State, logger: Logger) -> None:
-        if not self._agreed(state):
+        if not self._agreed():
             return
         if state.max_duration is not None and state.timestamp >= state.max_duration:
             log.warning("preemption requested on the last batch; letting the run finish instead")
@@ -114,24 +85,24 @@ class PreemptionCheckpoint(Callback):
             int(state.timestamp.batch),
             self.exit_code,
         )
-        self._ignore_further_sigterm()
+        self._flag.ignore_further()
         raise SystemExit(self.exit_code)
 
     def fit_end(self, state: State, logger: Logger) -> None:
         del state, logger
-        self._uninstall()
+        self._flag.uninstall()
 
     def close(self, state: State, logger: Logger) -> None:
         del state, logger
-        self._uninstall()
+        self._flag.uninstall()
 
     # ------------------------------------------------------------------ helpers
-    def _agreed(self, state: State) -> bool:
+    def _agreed(self) -> bool:
         """True on every rank once any rank has been signalled."""
-        flag = torch.tensor([1 if self.requested else 0], dtype=torch.uint8)
-        flag = state.device.tensor_to_device(flag)
-        dist.all_reduce(flag, reduce_operation="MAX")
-        return bool(flag.item())
+        signum = agree_on_signal(self._flag.received)
+        if signum:
+            log.warning("signal %d received; checkpointing and exiting after this batch", signum)
+        return bool(signum)
 
     @staticmethod
     def _saver(state: State) -> CheckpointSaver:

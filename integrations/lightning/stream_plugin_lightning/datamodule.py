@@ -97,9 +97,9 @@ class StreamingDataModule(pl.LightningDataModule):
         multiprocessing_context: how workers start: fork, spawn or forkserver (PyTorch's default).
         collate_fn: turns a list of samples into a batch (default: PyTorch's, without the warning
             about read-only arrays).
-        worker_init_fn: called in each worker with its id. Workers ignore SIGTERM and SIGUSR1 (see
-            loaders.WorkerInit) so that a signal to the whole process group reaches only the
-            processes that act on it.
+        worker_init_fn: called in each worker with its id. Workers outlive SIGTERM and SIGUSR1 sent to
+            the whole process group, so that only the training processes act on them; a SIGTERM from
+            their own training process still ends them (stream_plugin.preemption.WorkerSignalGuard).
 
     A plain dict of DatasetSpec fields is accepted for each split; the annotation stays
     DatasetSpec so that LightningCLI checks a YAML file against the fields and their choices.

@@ -9,11 +9,11 @@ epoch 0, so validation and test see the same samples in the same order every tim
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from stream_plugin import IterationPlan, LoaderPosition, StreamingDataLoader, StreamingDataset
+from stream_plugin.preemption import WorkerSignalGuard
 
 # The expected state after the first batch of a pass, or None outside a Lightning fit.
 ExpectedState = Callable[[], dict[str, int | str] | None]
@@ -23,25 +23,16 @@ MismatchHandler = Callable[[dict[str, Any], dict[str, Any]], None]
 _POSITION_KEYS = ("epoch", "sample_in_epoch")
 
 
-class WorkerInit:
-    """``worker_init_fn`` for our loaders: workers ignore preemption signals, then run the user's init.
+class WorkerInit(WorkerSignalGuard):
+    """``worker_init_fn`` for our loaders: the core's ``WorkerSignalGuard``, then the user's init.
 
-    A scheduler or shell that signals the whole process group (SLURM, ``kill -TERM -PGID``) also hits the
-    DataLoader workers. PyTorch's workers die on SIGTERM (and SIGUSR1 kills any process by default), and
-    the main process then fails at its next batch, before a preemption checkpoint can be written. The
-    main process decides when to stop; it shuts its workers down, and a worker whose parent dies exits
-    on its own (PyTorch's watchdog), so ignoring these signals in workers leaves no stray process.
-    A class, not a closure, so that it pickles for the ``spawn`` start method.
+    Workers outlive SIGTERM and SIGUSR1 sent to the whole process group (SLURM, ``kill -TERM -PGID``), so
+    the training process can finish its step and checkpoint; a SIGTERM from the training process itself
+    still ends them (``stream_plugin.preemption.WorkerSignalGuard``).
     """
 
     def __init__(self, user_init: Callable[[int], None] | None = None) -> None:
-        self.user_init = user_init
-
-    def __call__(self, worker_id: int) -> None:
-        for signum in (signal.SIGTERM, signal.SIGUSR1):
-            signal.signal(signum, signal.SIG_IGN)
-        if self.user_init is not None:
-            self.user_init(worker_id)
+        super().__init__(user_init)
 
 
 class TrainLoader(StreamingDataLoader):

@@ -2,15 +2,16 @@
 
 Lightning 2.6 already reacts to SIGTERM, but its handler broadcasts a tensor from inside the signal
 handler, stops on rank 0's signal only, saves nothing and exits 0, so schedulers think the job finished.
-This callback replaces that handler while training runs. The handler only records the signal; at the
-end of an optimizer step the ranks agree (an all-reduce every ``check_every_n_steps`` steps and at each
-epoch end, never a collective per step) and then all stop at the same step: a full checkpoint is written
-to a temporary file and renamed over ``last.ckpt``, and every rank raises ``Preempted`` (``SystemExit``).
+This callback replaces that handler while training runs, with the core's ``PreemptionFlag`` (the handler
+only records the signal). At the end of an optimizer step, about once a second and at most every step
+(``AgreementSchedule``: one small all-reduce, measured in benchmarks/RESULTS.md, "Preemption
+agreement"), the ranks agree and then all stop at the same step: a full checkpoint is written to a temporary file and renamed over ``last.ckpt``, and
+every rank raises ``Preempted`` (``SystemExit``).
 
-Exit codes: ``exit_code`` (143 = 128 + SIGTERM) on every rank, except the child ranks that Lightning's
-own DDP launcher started from the script (``strategy="ddp"`` without torchrun): they exit 0, because
-Lightning's child-process observer SIGKILLs rank 0 when a child exits non-zero. Rank 0, whose status is
-the job's, exits ``exit_code`` after those children are gone.
+Exit codes: ``exit_code`` (143 = 128 + SIGTERM) on every rank, under every launcher. Under Lightning's
+own DDP launcher (``strategy="ddp"`` without torchrun) rank 0 first stands down Lightning's child-process
+observer, which would otherwise SIGKILL every rank when a child exits non-zero, then exits after the
+children it launched, so the job's status is known only when every rank has ended.
 """
 
 from __future__ import annotations
@@ -19,20 +20,23 @@ import atexit
 import os
 import signal
 import subprocess
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import lightning.pytorch as pl
-import torch
-import torch.distributed as dist
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stream_plugin.errors import ConfigError
+from stream_plugin.preemption import (
+    AgreementSchedule,
+    PreemptionFlag,
+    agree_on_signal,
+    default_preemption_signals,
+    on_slurm,
+)
 from stream_plugin_lightning.checkpoints import save_checkpoint_atomically
 
 
@@ -46,11 +50,6 @@ class Preempted(SystemExit):
 
     def __str__(self) -> str:
         return f"preempted by {signal.Signals(self.signum).name}; checkpoint saved to {self.checkpoint}"
-
-
-def on_slurm() -> bool:
-    """Whether this process runs inside a SLURM job."""
-    return "SLURM_JOB_ID" in os.environ
 
 
 def _slurm_job_id() -> str:
@@ -68,25 +67,32 @@ class PreemptionCheckpoint(Callback):
             ``<default_root_dir>/checkpoints``. Restart with ``fit(ckpt_path="last")`` (which looks in the
             ``ModelCheckpoint`` folder) or ``fit(ckpt_path=latest_checkpoint(dirpath))``.
         filename: the checkpoint's file name; ``last.ckpt`` is what ``ckpt_path="last"`` finds.
-        check_every_n_steps: under DDP, how often the ranks compare notes (one small all-reduce); the stop
-            comes at most this many optimizer steps after the signal. A single process checks every step.
+        check_every_n_steps: under DDP, compare notes every this many optimizer steps (one small
+            all-reduce) instead; the stop comes at most this many steps after the signal. Default: by
+            time, see ``check_interval_s``. A single process checks every step.
+        check_interval_s: without ``check_every_n_steps``, the ranks compare notes about every this many
+            seconds and at most at every step (``stream_plugin.preemption.AgreementSchedule``): steps
+            longer than this agree at every step, and the stop comes within about this long plus one
+            step of the signal. 0: every step.
         signals: signal numbers to trap; default SIGTERM, plus SIGUSR1 when running under SLURM.
-        exit_code: the exit status after saving (143 = 128 + SIGTERM, what schedulers expect).
+        exit_code: every rank's exit status after saving (143 = 128 + SIGTERM, what schedulers expect).
         requeue_on_slurm: after a SIGUSR1 under SLURM (the time-limit warning), run ``scontrol requeue``.
-        child_exit_timeout: seconds rank 0 waits at exit for the child ranks Lightning launched.
+        child_exit_timeout: seconds rank 0 waits at exit for the child ranks Lightning launched before it
+            kills them.
     """
 
     def __init__(
         self,
         dirpath: str | None = None,
         filename: str = "last.ckpt",
-        check_every_n_steps: int = 10,
+        check_every_n_steps: int | None = None,
+        check_interval_s: float = 1.0,
         signals: Sequence[int] | None = None,
         exit_code: int = 143,
         requeue_on_slurm: bool = True,
         child_exit_timeout: float = 120.0,
     ) -> None:
-        if (
+        if check_every_n_steps is not None and (
             isinstance(check_every_n_steps, bool)
             or not isinstance(check_every_n_steps, int)
             or check_every_n_steps < 1
@@ -101,48 +107,33 @@ class PreemptionCheckpoint(Callback):
         self.dirpath = dirpath
         self.filename = filename
         self.check_every_n_steps = check_every_n_steps
+        self.check_interval_s = check_interval_s
+        self._schedule = AgreementSchedule(check_interval_s)
         self.signals = list(signals) if signals is not None else None
         self.exit_code = exit_code
         self.requeue_on_slurm = requeue_on_slurm
         self.child_exit_timeout = child_exit_timeout
-        self._received: int = 0  # the signal number, 0 while none arrived
-        self._previous_handlers: dict[int, Any] = {}
+        self._flag = PreemptionFlag(self.trapped_signals())
         self._last_step = -1
 
     # ------------------------------------------------------------------ signal handling
     def trapped_signals(self) -> list[int]:
         if self.signals is not None:
             return self.signals
-        return [signal.SIGTERM, signal.SIGUSR1] if on_slurm() else [signal.SIGTERM]
-
-    def _record(self, signum: int, frame: FrameType | None) -> None:
-        # Only record: a handler runs between two bytecodes of the training loop, where I/O or a
-        # collective could deadlock. The loop acts on it at the next check.
-        if not self._received:
-            self._received = signum
-
-    def _install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            rank_zero_warn(
-                "PreemptionCheckpoint: training runs outside the main thread; signals are not trapped"
-            )
-            return
-        for signum in self.trapped_signals():
-            self._previous_handlers[signum] = signal.getsignal(signum)
-            signal.signal(signum, self._record)
-
-    def _uninstall(self) -> None:
-        for signum, handler in self._previous_handlers.items():
-            if handler is not None and threading.current_thread() is threading.main_thread():
-                signal.signal(signum, handler)
-        self._previous_handlers = {}
+        return default_preemption_signals()
 
     # ------------------------------------------------------------------ hooks
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # After the Trainer registered its own handlers (they are set just before the run starts).
-        self._received = signal.SIGTERM if trainer.received_sigterm else 0
+        self._flag = PreemptionFlag(self.trapped_signals())
+        if trainer.received_sigterm:
+            self._flag.record(signal.SIGTERM)
         self._last_step = trainer.global_step
-        self._install()
+        self._schedule = AgreementSchedule(self.check_interval_s)
+        if not self._flag.install():
+            rank_zero_warn(
+                "PreemptionCheckpoint: training runs outside the main thread; signals are not trapped"
+            )
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -151,20 +142,25 @@ class PreemptionCheckpoint(Callback):
         if step == self._last_step:
             return  # accumulating gradients: no optimizer step finished in this batch
         self._last_step = step
-        if trainer.world_size > 1 and step % self.check_every_n_steps:
-            return
-        self._stop_if_signalled(trainer)
+        if trainer.world_size == 1:
+            self._stop_if_signalled(trainer, self._flag.received)
+        elif self.check_every_n_steps is not None:
+            if step % self.check_every_n_steps == 0:
+                self._stop_if_signalled(trainer, self._agreed_signal(trainer))
+        elif self._schedule.due(step):
+            device = trainer.strategy.root_device
+            self._stop_if_signalled(trainer, self._schedule.agree(step, self._flag.received, device))
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._stop_if_signalled(trainer)
+        self._stop_if_signalled(trainer, self._agreed_signal(trainer))
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._uninstall()
+        self._flag.uninstall()
 
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
     ) -> None:
-        self._uninstall()
+        self._flag.uninstall()
         if isinstance(exception, SIGTERMException) and not isinstance(exception, Preempted):
             # A SIGTERM before training started went to Lightning's handler, which exits 0: make it fail.
             exception.code = self.exit_code
@@ -172,27 +168,38 @@ class PreemptionCheckpoint(Callback):
     # ------------------------------------------------------------------ stopping
     def _agreed_signal(self, trainer: pl.Trainer) -> int:
         """The signal any rank received (0 if none), the same on every rank."""
-        if trainer.world_size == 1 or not (dist.is_available() and dist.is_initialized()):
-            return self._received
-        flag = torch.tensor([self._received], dtype=torch.int64, device=trainer.strategy.root_device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return int(flag.item())
+        if trainer.world_size == 1:
+            return self._flag.received
+        return agree_on_signal(self._flag.received, device=trainer.strategy.root_device)
 
-    def _stop_if_signalled(self, trainer: pl.Trainer) -> None:
-        signum = self._agreed_signal(trainer)
+    def _stop_if_signalled(self, trainer: pl.Trainer, signum: int) -> None:
+        """Save and stop every rank if ``signum`` (already agreed on) is not 0."""
         if not signum:
             return
         path = self.checkpoint_path(trainer)
         save_checkpoint_atomically(trainer, path)
         rank_zero_info(
             f"PreemptionCheckpoint: {signal.Signals(signum).name} received; saved {path} at step "
-            f"{trainer.global_step}; exiting with status {self.exit_code}"
+            f"{trainer.global_step}; every rank exits with status {self.exit_code}"
         )
         if signum == signal.SIGUSR1 and on_slurm() and self.requeue_on_slurm and trainer.is_global_zero:
             self._requeue()
-        code = 0 if self._launched_by_lightning(trainer) else self.exit_code
         self._wait_for_children_at_exit(trainer)
-        raise Preempted(code, str(path), signum)
+        # No rank exits before rank 0 has stood Lightning's observer down (see the module docstring).
+        trainer.strategy.barrier("stream_plugin_lightning.PreemptionCheckpoint")
+        self._ignore_signals_until_exit()
+        raise Preempted(self.exit_code, str(path), signum)
+
+    def _ignore_signals_until_exit(self) -> None:
+        """Keep a launcher's clean-up SIGTERM from turning this rank's status into -15.
+
+        torchrun SIGTERMs the ranks still running once one has exited, and this rank may still be in
+        Lightning's teardown (which stops the DataLoader workers) or in interpreter shutdown. Ignored from
+        here; Lightning's teardown then puts back the handlers from before ``fit``, so the interpreter's
+        exit ignores them again.
+        """
+        self._flag.ignore_further()
+        atexit.register(self._flag.ignore_further)
 
     def checkpoint_path(self, trainer: pl.Trainer) -> Path:
         """Where the preemption checkpoint goes (see ``dirpath``)."""
@@ -212,32 +219,32 @@ class PreemptionCheckpoint(Callback):
                 f"PreemptionCheckpoint: `scontrol requeue {job}` failed with status {result.returncode}"
             )
 
-    @staticmethod
-    def _launched_by_lightning(trainer: pl.Trainer) -> bool:
-        """Whether this rank is a child process that Lightning's script launcher started on this node."""
-        if trainer.world_size == 1 or not (dist.is_available() and dist.is_initialized()):
-            return False
-        launcher = trainer.strategy.launcher
-        own = os.getpid() if getattr(launcher, "procs", None) else 0
-        launchers: list[int] = [0] * trainer.world_size
-        dist.all_gather_object(launchers, own)
-        return os.getppid() in [pid for pid in launchers if pid]
-
     def _wait_for_children_at_exit(self, trainer: pl.Trainer) -> None:
-        # At interpreter exit, after Lightning's exception handling (which may still need the children for
-        # collectives in other callbacks' on_exception): then the job ends only when every rank has.
-        procs: list[subprocess.Popen[Any]] = list(getattr(trainer.strategy.launcher, "procs", None) or [])
-        if not procs:
+        """In the rank that launched the others (Lightning's script launcher): let them exit non-zero, and
+        end only after them.
+
+        Lightning's child-process observer watches ``launcher.procs`` and SIGKILLs every rank, this one
+        included, once a child exits non-zero; emptied, the list reads as "all finished" and the observer
+        stops. The wait runs at interpreter exit, after Lightning's exception handling (other callbacks'
+        ``on_exception`` may still need the children for collectives).
+        """
+        procs_list: list[subprocess.Popen[Any]] | None = getattr(trainer.strategy.launcher, "procs", None)
+        if not procs_list:
             return
+        procs = list(procs_list)
+        procs_list.clear()
         timeout = self.child_exit_timeout
 
         def wait() -> None:
-            for proc in procs:
+            for rank, proc in enumerate(procs, start=1):
                 try:
-                    proc.wait(timeout=timeout)
+                    status = proc.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:
                     rank_zero_warn(
-                        f"PreemptionCheckpoint: rank process {proc.pid} still runs after {timeout}s"
+                        f"PreemptionCheckpoint: rank process {proc.pid} still runs after {timeout}s; killing it"
                     )
+                    proc.kill()
+                    status = proc.wait()
+                rank_zero_info(f"PreemptionCheckpoint: local rank {rank} exited with status {status}")
 
         atexit.register(wait)

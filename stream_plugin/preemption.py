@@ -1,0 +1,238 @@
+"""Preemption, shared by the Lightning and Composer integrations: a signal flag, the cross-rank
+agreement on it, and a DataLoader ``worker_init_fn`` that keeps workers alive through the signal.
+
+A scheduler preempts a job by sending SIGTERM (SLURM first sends SIGUSR1 with ``--signal``), then
+SIGKILL after a grace period. Training survives only if three things hold:
+
+1. The handler only records the signal (``PreemptionFlag``). It runs between two bytecodes of the
+   training step, where I/O, logging or a collective could deadlock; the loop acts at a step boundary.
+2. All ranks stop at the same step (``agree_on_signal``). Ranks get the signal at different moments,
+   or only one of them gets it (Kubernetes signals the main process); a MAX all-reduce of the flag at
+   each step boundary gives every rank the same answer, so they checkpoint the same step together.
+3. DataLoader workers outlive a signal sent to the whole process group (``WorkerSignalGuard``). A worker
+   killed mid-epoch makes the training process fail at its next batch, before it can checkpoint.
+
+``torch`` is imported only inside ``agree_on_signal``: ``import stream_plugin.preemption`` stays light.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from stream_plugin.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "DEFAULT_EXIT_CODE",
+    "AgreementSchedule",
+    "PreemptionFlag",
+    "WorkerSignalGuard",
+    "agree_on_signal",
+    "default_preemption_signals",
+    "on_slurm",
+]
+
+# 128 + SIGTERM: what a shell reports for a process ended by SIGTERM, and what schedulers expect.
+DEFAULT_EXIT_CODE = 128 + int(signal.SIGTERM)
+
+_Handler = Any  # what signal.getsignal returns: a callable, SIG_DFL, SIG_IGN or None
+
+
+def on_slurm() -> bool:
+    """Whether this process runs inside a SLURM job."""
+    return "SLURM_JOB_ID" in os.environ
+
+
+def default_preemption_signals() -> list[int]:
+    """SIGTERM, plus SIGUSR1 under SLURM (the time-limit warning of ``sbatch --signal=USR1@90``)."""
+    return [signal.SIGTERM, signal.SIGUSR1] if on_slurm() else [signal.SIGTERM]
+
+
+class PreemptionFlag:
+    """Records the first preemption signal this process receives; nothing else happens in the handler.
+
+    ``install`` replaces the handlers of ``signals`` (main thread only: Python delivers signals there)
+    and ``uninstall`` puts the previous ones back. ``received`` is the signal number, 0 while none came.
+    """
+
+    def __init__(self, signals: Sequence[int] | None = None) -> None:
+        self.signals: list[int] = list(signals) if signals is not None else default_preemption_signals()
+        self._received = 0
+        self._previous: dict[int, _Handler] = {}
+
+    @property
+    def received(self) -> int:
+        """The first signal received since the flag was made or cleared (0: none)."""
+        return self._received
+
+    def record(self, signum: int) -> None:
+        """Record ``signum`` as if it had arrived (a signal an earlier handler caught, for example)."""
+        if not self._received:
+            self._received = int(signum)
+
+    def clear(self) -> None:
+        self._received = 0
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._previous)
+
+    def install(self) -> bool:
+        """Trap ``signals``; False (and nothing changed) outside the main thread, where Python cannot."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        for signum in self.signals:
+            previous = signal.signal(signum, self._handle)
+            self._previous.setdefault(signum, previous)
+        return True
+
+    def uninstall(self) -> None:
+        """Put back the handlers that ``install`` replaced."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    def ignore_further(self) -> None:
+        """Ignore ``signals`` from now on, through interpreter shutdown.
+
+        Once a rank has decided to exit, a launcher that saw another rank exit first SIGTERMs it
+        (``composer -n``, torchrun). Python puts the default handler back while it shuts down, and a
+        SIGTERM then would end the rank with -15 instead of the exit code; SIG_IGN survives shutdown.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self.signals:
+            signal.signal(signum, signal.SIG_IGN)
+        self._previous = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        self.record(signum)
+
+
+def agree_on_signal(received: int, device: torch.device | str | None = None) -> int:
+    """The signal any rank received (0 if none), the same on every rank: one MAX all-reduce.
+
+    Collective: every rank of the default process group must call it at the same step. Without an
+    initialised process group it returns ``received``. ``device`` holds the one-element tensor; by default
+    the current CUDA device under NCCL, else the CPU.
+    """
+    return _max_over_ranks([received], device)[0]
+
+
+class AgreementSchedule:
+    """At which steps the ranks agree: about every ``check_interval_s`` seconds, at most every step.
+
+    Each agreement also carries the slowest rank's time since the previous one (in the same all-reduce),
+    so every rank computes the same next step to agree at, without another collective: steps longer than
+    ``check_interval_s`` agree at every step, shorter ones every ``check_interval_s / step time`` steps
+    (0: every step). A preemption is then answered within about ``check_interval_s`` plus one step, at a
+    cost of one small all-reduce per ``check_interval_s``. ``step`` must count the same on every rank (an optimizer step or a batch counter).
+    """
+
+    def __init__(self, check_interval_s: float = 1.0) -> None:
+        seconds = check_interval_s
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ConfigError(
+                f"check_interval_s: expected seconds >= 0 between agreements (0: every step), found {seconds!r}"
+            )
+        self.check_interval_s = float(seconds)
+        self._next_step: int | None = None
+        self._last_step = 0
+        self._last_time = 0.0
+
+    def due(self, step: int) -> bool:
+        """Whether the ranks agree at ``step`` (the first call's step always is)."""
+        return self._next_step is None or step >= self._next_step
+
+    def agree(self, step: int, received: int, device: torch.device | str | None = None) -> int:
+        """``agree_on_signal`` that also plans the next step to agree at; collective, call when ``due``."""
+        now = time.monotonic()
+        elapsed_us = 0 if self._next_step is None else int((now - self._last_time) * 1e6)
+        signum, slowest_us = _max_over_ranks([received, elapsed_us], device)
+        steps = step - self._last_step
+        if self._next_step is None or slowest_us <= 0 or steps <= 0:
+            self._next_step = step + 1
+        else:
+            per_step_s = slowest_us / 1e6 / steps
+            self._next_step = step + max(1, int(self.check_interval_s / per_step_s))
+        self._last_step, self._last_time = step, now
+        return signum
+
+
+def _max_over_ranks(values: list[int], device: torch.device | str | None) -> list[int]:
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return values
+    if device is None:
+        nccl = dist.get_backend() == "nccl"
+        device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
+    tensor = torch.tensor(values, dtype=torch.int64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return [int(value) for value in tensor.tolist()]
+
+
+class WorkerSignalGuard:
+    """A DataLoader ``worker_init_fn``: workers outlive preemption signals sent to the process group.
+
+    A scheduler or shell that signals the whole process group (SLURM, ``kill -TERM -PGID``) also hits
+    the DataLoader workers, which die on SIGTERM and SIGUSR1 by default; the training process then fails
+    at its next batch ("DataLoader worker ... is killed by signal") before it can checkpoint. In each
+    worker the guard blocks ``signals`` and a thread takes them with ``sigwaitinfo``: a SIGTERM from the
+    training process itself ends the worker with status 0 (that is how ``multiprocessing`` stops
+    workers still alive at interpreter exit, so nothing hangs); every other one is dropped. The training
+    process decides when to stop and shuts its workers down; a worker whose parent dies exits on its own
+    (PyTorch's watchdog). Then ``user_init(worker_id)`` runs, if given.
+
+    The signals are blocked before the dataset or ``user_init`` start threads, which inherit the mask,
+    so only the waiting thread receives them. A signal that reaches a worker while it starts, before
+    its ``worker_init_fn`` runs, still ends it. Without ``sigwaitinfo`` (macOS, Windows) workers keep the
+    default behaviour. A class, not a closure, so that it pickles for the ``spawn`` start method.
+    """
+
+    def __init__(
+        self,
+        user_init: Callable[[int], None] | None = None,
+        signals: Sequence[int] = (signal.SIGTERM, signal.SIGUSR1),
+    ) -> None:
+        self.user_init = user_init
+        self.signals = tuple(int(signum) for signum in signals)
+
+    def __call__(self, worker_id: int) -> None:
+        if hasattr(signal, "sigwaitinfo"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, set(self.signals))
+            threading.Thread(
+                target=_answer_signals,
+                args=(self.signals, _training_process_pid()),
+                name="stream-plugin-worker-signals",
+                daemon=True,
+            ).start()
+        if self.user_init is not None:
+            self.user_init(worker_id)
+
+
+def _training_process_pid() -> int:
+    # The process that started this worker, whatever the start method (a forkserver worker's OS
+    # parent is the fork server, not the training process).
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None and parent.pid is not None else os.getppid()
+
+
+def _answer_signals(signals: tuple[int, ...], parent_pid: int) -> None:
+    while True:
+        received = signal.sigwaitinfo(set(signals))
+        if received.si_signo == signal.SIGTERM and received.si_pid == parent_pid:
+            os._exit(0)  # the training process stops this worker; exit 0 so torch reports no failure
