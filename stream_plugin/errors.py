@@ -134,19 +134,26 @@ def check_int(
     as a count is a bug at the call site); numpy integers are accepted and returned as ``int``. Raises
     ``error`` (``ConfigTypeError`` for a wrong type when ``error`` is ``ConfigError``) with one message:
     ``"{name}: expected <kind and bounds>, found <value>; {fix}"``, the value prefixed by its type when
-    the type is wrong.
+    the type is wrong (``found str '4'``, ``found None``).
     """
     if value is None and allow_none:
         return None
-    expected = _expectation(minimum, maximum, allow_none)
-    tail = f"; {fix}" if fix else ""
     if type(value) is not int and (isinstance(value, bool) or not isinstance(value, Integral)):
+        found = "None" if value is None else f"{type(value).__name__} {value!r}"
         kind = ConfigTypeError if error is ConfigError else error
-        raise kind(f"{name}: expected {expected}, found {type(value).__name__} {value!r}{tail}")
+        raise kind(_int_message(name, minimum, maximum, allow_none, found, fix))
     number = int(value)
     if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
-        raise error(f"{name}: expected {expected}, found {number!r}{tail}")
+        raise error(_int_message(name, minimum, maximum, allow_none, repr(number), fix))
     return number
+
+
+def _int_message(
+    name: str, minimum: int | None, maximum: int | None, allow_none: bool, found: str, fix: str
+) -> str:
+    return f"{name}: expected {_expectation(minimum, maximum, allow_none)}, found {found}" + (
+        f"; {fix}" if fix else ""
+    )
 
 
 __all__ = [

@@ -14,16 +14,24 @@ from the config, so that list is written once.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
-from stream_plugin.order.batching import BATCHING_METHODS
-from stream_plugin.order.sampling import SAMPLING_METHODS
+from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
+from stream_plugin.order.sampling import SAMPLING_METHODS, SamplingMethod
 from stream_plugin.order.shuffle import shuffle_choices
 from stream_plugin.reading.dataset_compat import PARTITION_ALGOS, check_partition_algo
 from stream_plugin.reading.epochs import OrderSettings
 from stream_plugin.reading.state import fingerprint as digest
 from stream_plugin.units import parse_bytes, parse_count
+
+# For typed configuration (LightningCLI's parser): the accepted shuffle names as a Literal, read from the
+# registry when this module is first imported (a shuffle registered before then is included). Type
+# checkers see a str: the registry grows at run time.
+if TYPE_CHECKING:
+    ShuffleAlgo = str
+else:
+    ShuffleAlgo = Literal[shuffle_choices()]
 
 _POSITIVE_OR_NONE = ("predownload", "num_canonical_nodes", "batch_size", "shuffle_block_size", "replication")
 _FLAGS = ("shuffle", "allow_unsafe_types")
@@ -40,7 +48,7 @@ class DatasetConfig:
     epoch_size: int | None = None
     predownload: int | None = None
     cache_limit: int | None = None
-    sampling_method: str = "balanced"
+    sampling_method: SamplingMethod = "balanced"
     sampling_granularity: int = 1
     partition_algo: str = "relaxed"
     num_canonical_nodes: int | None = None
@@ -49,7 +57,7 @@ class DatasetConfig:
     shuffle_algo: str = "py1e"
     shuffle_seed: int = 9176
     shuffle_block_size: int | None = None
-    batching_method: str = "random"
+    batching_method: BatchingMethod = "random"
     allow_unsafe_types: bool = False
     replication: int | None = None
 
@@ -155,4 +163,11 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
         )
 
 
-__all__ = ["DatasetConfig", "option_choices", "option_names"]
+__all__ = [
+    "BatchingMethod",
+    "DatasetConfig",
+    "SamplingMethod",
+    "ShuffleAlgo",
+    "option_choices",
+    "option_names",
+]

@@ -103,7 +103,7 @@ def test_option_choices_are_the_order_registries() -> None:
         (
             {"sampling_granularity": None},
             TypeError,
-            r"sampling_granularity: expected an int >= 1, found NoneType",
+            r"sampling_granularity: expected an int >= 1, found None; pass 1 or more",
         ),
         (
             {"epoch_size": -1},
