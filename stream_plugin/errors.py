@@ -136,6 +136,8 @@ def check_int(
     ``"{name}: expected <kind and bounds>, found <value>; {fix}"``, the value prefixed by its type when
     the type is wrong (``found str '4'``, ``found None``).
     """
+    if type(value) is int and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
+        return value  # the common case, first: this runs on the order maths' paths
     if value is None and allow_none:
         return None
     if type(value) is not int and (isinstance(value, bool) or not isinstance(value, Integral)):
