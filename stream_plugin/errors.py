@@ -7,6 +7,9 @@ written against MosaicML Streaming keeps working.
 
 from __future__ import annotations
 
+from numbers import Integral
+from typing import Literal, overload
+
 
 class StreamPluginError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -74,7 +77,89 @@ class StateError(StreamPluginError, ValueError):
     """A resume state does not match the dataset, settings or position it is loaded into."""
 
 
+def _expectation(minimum: int | None, maximum: int | None, allow_none: bool) -> str:
+    if minimum == 1 and maximum is None and allow_none:
+        return "a positive int or None"
+    bounds = (
+        f" in [{minimum}, {maximum}]"
+        if minimum is not None and maximum is not None
+        else f" >= {minimum}"
+        if minimum is not None
+        else f" <= {maximum}"
+        if maximum is not None
+        else ""
+    )
+    return f"an int{bounds}{' or None' if allow_none else ''}"
+
+
+@overload
+def check_int(
+    name: str,
+    value: object,
+    *,
+    minimum: int | None = ...,
+    maximum: int | None = ...,
+    allow_none: Literal[False] = ...,
+    error: type[StreamPluginError] = ...,
+    fix: str = ...,
+) -> int: ...
+
+
+@overload
+def check_int(
+    name: str,
+    value: object,
+    *,
+    minimum: int | None = ...,
+    maximum: int | None = ...,
+    allow_none: Literal[True],
+    error: type[StreamPluginError] = ...,
+    fix: str = ...,
+) -> int | None: ...
+
+
+def check_int(
+    name: str,
+    value: object,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    allow_none: bool = False,
+    error: type[StreamPluginError] = ConfigError,
+    fix: str = "",
+) -> int | None:
+    """``value`` as a plain int within ``[minimum, maximum]`` (either bound optional), or None where allowed.
+
+    The one check of integer options, resume-state fields and index fields. A bool is refused (``True``
+    as a count is a bug at the call site); numpy integers are accepted and returned as ``int``. Raises
+    ``error`` (``ConfigTypeError`` for a wrong type when ``error`` is ``ConfigError``) with one message:
+    ``"{name}: expected <kind and bounds>, found <value>; {fix}"``, the value prefixed by its type when
+    the type is wrong (``found str '4'``, ``found None``).
+    """
+    if type(value) is int and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
+        return value  # the common case, first: this runs on the order maths' paths
+    if value is None and allow_none:
+        return None
+    if type(value) is not int and (isinstance(value, bool) or not isinstance(value, Integral)):
+        found = "None" if value is None else f"{type(value).__name__} {value!r}"
+        kind = ConfigTypeError if error is ConfigError else error
+        raise kind(_int_message(name, minimum, maximum, allow_none, found, fix))
+    number = int(value)
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise error(_int_message(name, minimum, maximum, allow_none, repr(number), fix))
+    return number
+
+
+def _int_message(
+    name: str, minimum: int | None, maximum: int | None, allow_none: bool, found: str, fix: str
+) -> str:
+    return f"{name}: expected {_expectation(minimum, maximum, allow_none)}, found {found}" + (
+        f"; {fix}" if fix else ""
+    )
+
+
 __all__ = [
+    "check_int",
     "StreamPluginError",
     "ConfigError",
     "ConfigTypeError",

@@ -31,7 +31,7 @@ from stream_plugin.converters.output import (
     prepare_output,
 )
 from stream_plugin.converters.reporting import ConversionProgress, ConversionSummary
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.format.writer import MDSWriter
 from stream_plugin.format.writer_base import ShardWriter
 
@@ -140,8 +140,7 @@ def map_to_mds(
     ``exist_ok``, ...). Returns the number of samples written. A failure in any part leaves no
     top-level index.json.
     """
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise ConfigError(f"map_to_mds: workers: expected an int >= 1, found {workers!r}; pass workers=2")
+    workers = check_int("map_to_mds: workers", workers, minimum=1, fix="pass workers=2")
     items = list(inputs)
     if not items:
         raise ConfigError("map_to_mds: expected at least one input, found none; pass a non-empty list")

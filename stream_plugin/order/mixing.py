@@ -22,7 +22,7 @@ from typing import Literal
 
 import numpy as np
 
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.order.random import rng_for
 
 WeightScheme = Literal["natural", "relative", "absolute"]
@@ -58,15 +58,8 @@ class StreamWeight:
                 raise ConfigError(
                     f"{name}: expected a finite number >= 0, found {value!r}; pass a non-negative weight"
                 )
-        if self.choose is not None:
-            if isinstance(self.choose, bool) or not isinstance(self.choose, (int, np.integer)):
-                raise ConfigError(
-                    f"choose: expected an int >= 0, found {type(self.choose).__name__} {self.choose!r}; pass a sample count"
-                )
-            if self.choose < 0:
-                raise ConfigError(
-                    f"choose: expected an int >= 0, found {self.choose}; pass a non-negative sample count"
-                )
+        if self.choose is not None:  # None: the field is unset (see the scheme check above)
+            check_int("choose", self.choose, minimum=0, fix="pass a non-negative sample count")
 
     @property
     def is_set(self) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod, SlotPlan, plan_slots
 from stream_plugin.order.layout import (
     Chosen,
@@ -38,16 +38,6 @@ from stream_plugin.order.shuffle import SpanKey, canonical_shuffle_name, default
 # Spans are shuffled in this dtype when every global id fits: half the memory of int64.
 _INT32_LIMIT = 2**31
 EMPTY = -1  # an empty slot of a partial last global batch
-
-
-def _is_int(value: object) -> bool:
-    # bool is an int subclass, but True as a batch size is a bug at the call site.
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _check_positive(name: str, value: object, fix: str) -> None:
-    if not _is_int(value) or value < 1:  # type: ignore[operator]
-        raise ConfigError(f"{name}: expected an int >= 1, found {value!r}; {fix}")
 
 
 @dataclass(frozen=True)
@@ -65,22 +55,34 @@ class OrderConfig:
 
     def __post_init__(self) -> None:
         canonical_shuffle_name(self.shuffle_algo)  # raises ConfigError for unknown names
-        _check_positive("num_canonical_nodes", self.num_canonical_nodes, "pass a multiple of the node count")
-        _check_positive(
-            "global_batch_size", self.global_batch_size, "pass device batch size x data-parallel ranks"
+        check_int(
+            "num_canonical_nodes",
+            self.num_canonical_nodes,
+            minimum=1,
+            fix="pass a multiple of the node count",
+        )
+        check_int(
+            "global_batch_size",
+            self.global_batch_size,
+            minimum=1,
+            fix="pass device batch size x data-parallel ranks",
         )
         if self.shuffle_block_size is not None:
-            _check_positive("shuffle_block_size", self.shuffle_block_size, "pass None for the default")
-        if not _is_int(self.shuffle_seed):
-            raise ConfigError(f"shuffle_seed: expected an int, found {self.shuffle_seed!r}; pass an int seed")
+            check_int(
+                "shuffle_block_size", self.shuffle_block_size, minimum=1, fix="pass None for the default"
+            )
+        check_int("shuffle_seed", self.shuffle_seed, fix="pass an int seed")
         if self.batching_method not in BATCHING_METHODS:
             raise ConfigError(
                 f"batching_method: expected one of {list(BATCHING_METHODS)}, found {self.batching_method!r}; "
                 "pick one of them"
             )
         if self.batching_method == "device_per_stream":
-            _check_positive(
-                "device_batch_size", self.device_batch_size, "batching_method='device_per_stream' needs it"
+            check_int(
+                "device_batch_size",
+                self.device_batch_size,
+                minimum=1,
+                fix="batching_method='device_per_stream' needs it",
             )
             assert self.device_batch_size is not None
             if self.global_batch_size % self.device_batch_size:
@@ -245,9 +247,7 @@ def epoch_layout(
             f"chosen_per_stream: expected one array per stream ({shape.num_streams}), found "
             f"{len(chosen_per_stream)}; pass the sampler's output for every stream, empty arrays included"
         )
-    if not _is_int(epoch) or epoch < 0:
-        raise ConfigError(f"epoch: expected an int >= 0, found {epoch!r}; pass the epoch number")
-    epoch = int(epoch)
+    epoch = check_int("epoch", epoch, minimum=0, fix="pass the epoch number")
     sizes = np.array([len(chosen) for chosen in chosen_per_stream], dtype=np.int64)  # (S,)
     slots = plan_slots(
         sizes,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, check_int
 
 # Bump only together with the golden values in tests/order/test_random.py: changing the encoding
 # changes every sample order produced by this package.
@@ -44,13 +44,6 @@ def _text_words(text: str) -> list[int]:
     return [len(data), *words]
 
 
-def _check_int(name: str, value: object) -> int:
-    # bool is an int subclass, but True as a seed is almost certainly a bug at the call site.
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{name}: expected an int, found {type(value).__name__} {value!r}; pass an int")
-    return int(value)
-
-
 def key_words(seed: int, epoch: int, purpose: str, *index: int) -> list[int]:
     """Return the 32-bit words that identify ``(seed, epoch, purpose, index)``; distinct keys give distinct words."""
     if not isinstance(purpose, str) or not purpose:
@@ -58,11 +51,11 @@ def key_words(seed: int, epoch: int, purpose: str, *index: int) -> list[int]:
             f"purpose: expected a non-empty str such as 'shard_order', found {purpose!r}; name what the numbers are for"
         )
     words = [_KEY_FORMAT_VERSION]
-    words += _int_words(_check_int("seed", seed))
-    words += _int_words(_check_int("epoch", epoch))
+    words += _int_words(check_int("seed", seed, fix="pass an int"))
+    words += _int_words(check_int("epoch", epoch, fix="pass an int"))
     words += _text_words(purpose)
     for position, value in enumerate(index):
-        words += _int_words(_check_int(f"index[{position}]", value))
+        words += _int_words(check_int(f"index[{position}]", value, fix="pass an int"))
     return words
 
 

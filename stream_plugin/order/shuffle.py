@@ -63,9 +63,8 @@ def canonical_shuffle_name(name: str) -> str:
     """Resolve an alias (``py1e`` -> ``block``); raise ConfigError for unknown names."""
     resolved = _ALIASES.get(name, name)
     if resolved not in _REGISTRY:
-        known = sorted(_REGISTRY) + sorted(_ALIASES)
         raise ConfigError(
-            f"shuffle_algo: expected one of {known}, found {name!r}; pick a registered algorithm "
+            f"shuffle_algo: expected one of {list(shuffle_choices())}, found {name!r}; pick a registered algorithm "
             "or register yours with stream_plugin.order.shuffle.register_shuffle"
         )
     return resolved
@@ -74,6 +73,26 @@ def canonical_shuffle_name(name: str) -> str:
 def get_shuffle(name: str) -> SpanShuffle:
     """The registered function for ``name`` or one of its aliases."""
     return _REGISTRY[canonical_shuffle_name(name)]
+
+
+def shuffle_choices() -> tuple[str, ...]:
+    """Every accepted ``shuffle_algo``: each registered name followed by its aliases, in registration order."""
+    return tuple(
+        choice
+        for name in _REGISTRY
+        for choice in (name, *(alias for alias, target in _ALIASES.items() if target == name))
+    )
+
+
+def unregister_shuffle(name: str) -> None:
+    """Remove ``name`` and its aliases from the registry (a plugin's teardown, a test's cleanup)."""
+    if name not in _REGISTRY:
+        raise ConfigError(
+            f"shuffle_algo: expected a registered name among {shuffle_names()} to unregister, found {name!r}"
+        )
+    del _REGISTRY[name]
+    for alias in [alias for alias, target in _ALIASES.items() if target == name]:
+        del _ALIASES[alias]
 
 
 def shuffle_names() -> list[str]:

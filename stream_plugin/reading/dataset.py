@@ -13,6 +13,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from torch.utils.data import IterableDataset
 from stream_plugin.cache import StatsSnapshot, node_stats
 from stream_plugin.errors import ConfigError, ConfigTypeError, StateError
 from stream_plugin.format.index import ShardEntry
+from stream_plugin.order.batching import BATCHING_METHODS as BATCHING_METHODS  # the choices, for callers
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
 from stream_plugin.order.partition import (
     check_consumed_count,
@@ -29,16 +31,18 @@ from stream_plugin.order.partition import (
     remaining_counts,
 )
 from stream_plugin.order.plan import EpochOrder
+from stream_plugin.order.sampling import SAMPLING_METHODS as SAMPLING_METHODS
+from stream_plugin.order.shuffle import shuffle_choices
 from stream_plugin.order.topology import Topology
+from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.cursor import EpochCursor, Handoff, IterationPlan
 from stream_plugin.reading.dataset_compat import (
     MosaicNames,
     check_batch_size_in_workers,
     check_canonical_nodes,
-    check_partition_algo,
     resolve_stream_weights,
 )
-from stream_plugin.reading.epochs import EpochPlanner, OrderSettings
+from stream_plugin.reading.epochs import EpochPlanner
 from stream_plugin.reading.iteration import PerSample, read_samples
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.sample_access import select_samples
@@ -51,24 +55,13 @@ from stream_plugin.reading.sources import (
     refuse_unsafe_columns,
 )
 from stream_plugin.reading.state import ResumeState, check_against_dataset, state_mapping
-from stream_plugin.reading.state import fingerprint as make_fingerprint
 from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
 from stream_plugin.reading.world import World, detect_worker, detect_world
-from stream_plugin.units import parse_bytes, parse_count
 
-SHUFFLE_ALGOS = ("none", "permute", "naive", "block", "py1b", "py1br", "py1e", "intra_shard", "py1s", "py2s")
-BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
-SAMPLING_METHODS = ("balanced", "fixed")
 _READERS_UNDER_LIMIT = 2  # open shards per process at the smallest workable cache_limit
 # Without a limit an open shard costs one memory map (no descriptor); stay far below vm.max_map_count.
 _READERS_WITHOUT_LIMIT = 8192
-
-
-def _choice(name: str, value: str, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise ConfigError(f"{name}: expected one of {list(choices)}, found {value!r}")
-    return value
 
 
 def _checked_world(world: World) -> World:
@@ -88,21 +81,6 @@ def _checked_world(world: World) -> World:
             "local_world_size the World was built from"
         )
     return world
-
-
-def _positive(name: str, value: int | None, *, allow_none: bool = True) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigTypeError(
-            f"{name}: expected a positive int{' or None' if allow_none else ''}, found {type(value).__name__} "
-            f"{value!r}"
-        )
-    if value < 1:
-        raise ConfigError(
-            f"{name}: expected a positive int{' or None' if allow_none else ''}, found {value!r}"
-        )
-    return value
 
 
 class StreamingDataset(MosaicNames, IterableDataset):
@@ -180,28 +158,31 @@ class StreamingDataset(MosaicNames, IterableDataset):
             streams, defaults=stream_defaults, stream_name=stream_name, stream_config=stream_config
         )
         self.split = split
-        self.batch_size = _positive("batch_size", batch_size)
-        self.predownload = _positive("predownload", predownload)
-        self.replication = _positive("replication", replication) or 1
-        self.num_canonical_nodes = _positive("num_canonical_nodes", num_canonical_nodes)
-        self.shuffle = bool(shuffle)
-        self.shuffle_algo = _choice("shuffle_algo", shuffle_algo, SHUFFLE_ALGOS)
-        self.shuffle_seed = int(shuffle_seed)
-        self.shuffle_block_size = _positive("shuffle_block_size", shuffle_block_size)
-        self.batching_method = _choice("batching_method", batching_method, BATCHING_METHODS)
-        self.sampling_method = _choice("sampling_method", sampling_method, SAMPLING_METHODS)
-        self.sampling_granularity = _positive("sampling_granularity", sampling_granularity, allow_none=False)
-        self.partition_algo = check_partition_algo(partition_algo)
-        self.allow_unsafe_types = bool(allow_unsafe_types)
-        self.cache_limit = None if cache_limit is None else parse_bytes(cache_limit, name="cache_limit")
-        epoch_size_value = None if epoch_size is None else parse_count(epoch_size, name="epoch_size")
+        self._config = DatasetConfig.from_arguments(
+            epoch_size=epoch_size,
+            predownload=predownload,
+            cache_limit=cache_limit,
+            sampling_method=sampling_method,
+            sampling_granularity=sampling_granularity,
+            partition_algo=partition_algo,
+            num_canonical_nodes=num_canonical_nodes,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            shuffle_algo=shuffle_algo,
+            shuffle_seed=shuffle_seed,
+            shuffle_block_size=shuffle_block_size,
+            batching_method=batching_method,
+            allow_unsafe_types=allow_unsafe_types,
+            replication=replication,
+        )
         defaults = DownloadSettings(
             download_retry=download_retry,
             download_timeout=float(download_timeout),
             validate_hash=validate_hash,
             keep_zip=keep_zip,
         )
-        validate_weights([stream.weight for stream in self.streams], epoch_size=epoch_size_value)
+        weights = [stream.weight for stream in self.streams]
+        validate_weights(weights, epoch_size=self._config.epoch_size)
 
         self.world: World = detect_world() if world is None else _checked_world(world)
         stores, opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
@@ -215,39 +196,18 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self._table = ShardTable.from_counts(opened.samples_per_shard_per_stream)
         self._samples_per_stream_per_epoch = samples_per_stream(
             self._table.samples_per_stream.tolist(),
-            [stream.weight for stream in self.streams],
-            epoch_size=epoch_size_value,
+            weights,
+            epoch_size=self._config.epoch_size,
             seed=self.shuffle_seed,
         )
         resolve_stream_weights(
             self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch
         )
         self._planner = EpochPlanner(
-            self._table,
-            self._samples_per_stream_per_epoch,
-            OrderSettings(
-                shuffle=self.shuffle,
-                shuffle_algo=self.shuffle_algo if self.shuffle else "none",
-                shuffle_seed=self.shuffle_seed,
-                shuffle_block_size=self.shuffle_block_size,
-                batching_method=self.batching_method,
-                sampling_method=self.sampling_method,
-                sampling_granularity=self.sampling_granularity or 1,
-            ),
+            self._table, self._samples_per_stream_per_epoch, self._config.order_settings
         )
-        self._fingerprint = make_fingerprint(
-            {
-                "indexes": opened.index_digests,
-                "weights": [repr(stream.weight) for stream in self.streams],
-                "epoch_size": epoch_size_value,
-                "shuffle": self.shuffle,
-                "shuffle_algo": self.shuffle_algo if self.shuffle else "none",
-                "shuffle_seed": self.shuffle_seed,
-                "shuffle_block_size": self.shuffle_block_size,
-                "batching_method": self.batching_method,
-                "sampling_method": self.sampling_method,
-                "sampling_granularity": self.sampling_granularity,
-            }
+        self._fingerprint = self._config.fingerprint(
+            opened.index_digests, [repr(stream.weight) for stream in self.streams]
         )
         # Whether the partial last global batch of an epoch is dropped (StreamingDataLoader sets it from
         # its own drop_last); pickled to the workers, which slice the epoch.
@@ -273,6 +233,75 @@ class StreamingDataset(MosaicNames, IterableDataset):
         state["_stores"] = None
         state["_next_read"] = [None, None, 0]
         return state
+
+    # ------------------------------------------------------------------ options (read from the config)
+    @property
+    def config(self) -> DatasetConfig:
+        """The dataset's options, checked (a frozen value: ``StreamingDataLoader`` replaces ``batch_size``)."""
+        return self._config
+
+    @property
+    def batch_size(self) -> int | None:
+        """The per-device batch size (None until given; ``StreamingDataLoader`` sets it)."""
+        return self._config.batch_size
+
+    @batch_size.setter
+    def batch_size(self, batch_size: int | None) -> None:
+        self._config = replace(self._config, batch_size=batch_size)
+
+    @property
+    def predownload(self) -> int | None:
+        return self._config.predownload
+
+    @property
+    def cache_limit(self) -> int | None:
+        return self._config.cache_limit
+
+    @property
+    def replication(self) -> int:
+        """Consecutive ranks that read the same samples (1: none)."""
+        return self._config.replication or 1
+
+    @property
+    def num_canonical_nodes(self) -> int | None:
+        """The caller's ``num_canonical_nodes`` (None: a checkpoint's, else the number of nodes)."""
+        return self._config.num_canonical_nodes
+
+    @property
+    def shuffle(self) -> bool:
+        return self._config.shuffle
+
+    @property
+    def shuffle_algo(self) -> str:
+        return self._config.shuffle_algo
+
+    @property
+    def shuffle_seed(self) -> int:
+        return self._config.shuffle_seed
+
+    @property
+    def shuffle_block_size(self) -> int | None:
+        return self._config.shuffle_block_size
+
+    @property
+    def batching_method(self) -> str:
+        return self._config.batching_method
+
+    @property
+    def sampling_method(self) -> str:
+        return self._config.sampling_method
+
+    @property
+    def sampling_granularity(self) -> int:
+        return self._config.sampling_granularity
+
+    @property
+    def partition_algo(self) -> str:
+        return self._config.partition_algo
+
+    @property
+    def allow_unsafe_types(self) -> bool:
+        return self._config.allow_unsafe_types
 
     # ------------------------------------------------------------------ shape and inspection
     @property
@@ -631,3 +660,11 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
 def _overrides(dataset: StreamingDataset, name: str) -> bool:
     return getattr(type(dataset), name) is not getattr(StreamingDataset, name)
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    # The accepted shuffle names, read from the registry when asked (a registered shuffle counts).
+    if name == "SHUFFLE_ALGOS":
+        return shuffle_choices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from stream_plugin.cache.eviction import bytes_present
-from stream_plugin.errors import ConfigError, ConfigTypeError
+from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.format.index import INDEX_BASENAME
 from stream_plugin.reading.cursor import EpochCursor
 from stream_plugin.reading.shard_access import ShardAccess
@@ -76,8 +76,7 @@ class MosaicNames:
         """Delete one shard's cached files now, unless a process on this node reads or downloads it
         (then nothing is freed). Returns the bytes freed. A shard of a stream with no remote is refused:
         its files are the only copy (MosaicML deletes them)."""
-        if isinstance(shard_id, bool) or not isinstance(shard_id, (int, np.integer)):
-            raise ConfigTypeError(f"shard_id: expected an int, found {type(shard_id).__name__} {shard_id!r}")
+        check_int("shard_id", shard_id)
         if not 0 <= shard_id < self.num_shards:
             raise ConfigError(
                 f"shard_id: expected 0 <= shard_id < {self.num_shards} (num_shards), found {shard_id}"

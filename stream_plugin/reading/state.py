@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stream_plugin.errors import StateError
+from stream_plugin.errors import StateError, check_int
 
 STATE_VERSION = 1
 _INT_FIELDS = ("epoch", "sample_in_epoch", "epoch_batch_size", "num_canonical_nodes", "shuffle_seed")
@@ -38,10 +38,14 @@ class ResumeState:
     version: int = STATE_VERSION
 
     def __post_init__(self) -> None:
-        for name in _INT_FIELDS:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise StateError(f"resume state: expected {name} to be an int, found {value!r}")
+        for name in _INT_FIELDS:  # plain ints only (a numpy int is stored as one)
+            value = check_int(
+                f"resume state: {name}",
+                getattr(self, name),
+                error=StateError,
+                fix="the checkpoint is corrupt",
+            )
+            object.__setattr__(self, name, value)
         if self.epoch < 0 or self.sample_in_epoch < 0:
             raise StateError(
                 f"resume state: expected epoch >= 0 and sample_in_epoch >= 0, found {self.epoch} and "

@@ -21,14 +21,14 @@ from stream_plugin.errors import EmptyStreamError, StateError
 from stream_plugin.order.mixing import samples_per_stream
 from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.reading.dataset_compat import resolve_stream_weights
-from stream_plugin.reading.epochs import EpochPlanner, OrderSettings
+from stream_plugin.reading.epochs import EpochPlanner
 from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.reading.state import fingerprint as make_fingerprint
 from stream_plugin.reading.stream import Stream
 from stream_plugin.text.blocks import block_pieces, blocks_per_shard, num_blocks, token_offsets
 from stream_plugin.text.samples import check_token_encoding_type
 from stream_plugin.text.token_counts import cached_counts, count_tokens, counts_path, sample_tokens
-from stream_plugin.units import parse_count, parse_whole_number
+from stream_plugin.units import parse_whole_number
 
 _SIZE_IN_FINGERPRINT = re.compile(r":block_size=(\d+)$")
 
@@ -71,7 +71,7 @@ class StreamingTokenBlockDataset(StreamingDataset):
         self._token_offsets = [
             token_offsets(self._count_stream_tokens(stream)) for stream in range(len(self.streams))
         ]  # per stream: (samples + 1,) first token of each sample
-        self._plan_over_blocks(kwargs.get("epoch_size"))
+        self._plan_over_blocks()
 
     # ------------------------------------------------------------------ construction
     def _count_stream_tokens(self, stream: int) -> np.ndarray:
@@ -89,7 +89,7 @@ class StreamingTokenBlockDataset(StreamingDataset):
             path, lambda: count_tokens(access, shard_ids, self.column, self.token_encoding_type)
         )
 
-    def _plan_over_blocks(self, epoch_size: Any) -> None:
+    def _plan_over_blocks(self) -> None:
         """Replace the sample-level table, epoch counts, planner and fingerprint by block-level ones."""
         table = self._samples
         blocks: list[list[int]] = []
@@ -100,7 +100,7 @@ class StreamingTokenBlockDataset(StreamingDataset):
             blocks.append(blocks_per_shard(offsets, local_offsets, self.block_size).tolist())
         _refuse_streams_without_blocks(self.streams, self._token_offsets, self.block_size)
         self._table = ShardTable.from_counts(blocks)
-        epoch_size_value = None if epoch_size is None else parse_count(epoch_size, name="epoch_size")
+        epoch_size_value = self._config.epoch_size
         weights = [stream.weight for stream in self.streams]
         self._samples_per_stream_per_epoch = samples_per_stream(
             self._table.samples_per_stream.tolist(),
@@ -111,7 +111,7 @@ class StreamingTokenBlockDataset(StreamingDataset):
         resolve_stream_weights(
             self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch
         )
-        self._planner = EpochPlanner(self._table, self._samples_per_stream_per_epoch, self._order_settings())
+        self._planner = EpochPlanner(self._table, self._samples_per_stream_per_epoch, self._config.order_settings)
         digest = make_fingerprint(
             {
                 "samples": self._fingerprint,
@@ -125,17 +125,6 @@ class StreamingTokenBlockDataset(StreamingDataset):
         self._first_block_per_stream: list[int] = self._table.sample_offset_per_stream.tolist()
         self._first_sample_per_stream: list[int] = table.sample_offset_per_stream.tolist()
         self._first_sample_per_shard: list[int] = table.sample_offset_per_shard.tolist()
-
-    def _order_settings(self) -> OrderSettings:
-        return OrderSettings(
-            shuffle=self.shuffle,
-            shuffle_algo=self.shuffle_algo if self.shuffle else "none",
-            shuffle_seed=self.shuffle_seed,
-            shuffle_block_size=self.shuffle_block_size,
-            batching_method=self.batching_method,
-            sampling_method=self.sampling_method,
-            sampling_granularity=self.sampling_granularity or 1,
-        )
 
     # ------------------------------------------------------------------ reading
     @property

@@ -54,3 +54,18 @@ def test_unknown_dataset_arguments_are_named() -> None:
         as_dataset_spec("train", {"remote": "s3://b/a", "batch_size": 4})
     with pytest.raises(ConfigError, match="val: expected a DatasetSpec or a dict"):
         as_dataset_spec("val", cast(Any, ["s3://b/a"]))
+
+
+def test_dataset_spec_choices_and_defaults_come_from_the_core_config() -> None:
+    from stream_plugin.reading.config import DatasetConfig, option_choices
+
+    choices = option_choices()
+    assert typing.get_args(ShuffleAlgo) == choices["shuffle_algo"]
+    assert typing.get_args(BatchingMethod) == choices["batching_method"]
+    assert typing.get_args(SamplingMethod) == choices["sampling_method"]
+    defaults = _defaults(DatasetSpec)
+    assert {name: defaults[name] for name in DatasetConfig.__dataclass_fields__ if name in defaults} == {
+        name: getattr(DatasetConfig(), name)
+        for name in DatasetConfig.__dataclass_fields__
+        if name != "batch_size"
+    }

@@ -24,6 +24,9 @@ def _parameters(callable_: Callable[..., Any]) -> list[str]:
     ]
 
 
+# The dataset's arguments, read from its signature: the options of ``stream_plugin.reading.config.DatasetConfig``
+# (whose named choices come from the ``order`` registries and are checked when the dataset is built) plus
+# the streams, the download defaults, the world and the transform. Nothing here lists them again.
 DATASET_KEYS: tuple[str, ...] = tuple(_parameters(StreamingDataset.__init__))
 STREAM_KEYS: tuple[str, ...] = tuple(_parameters(Stream.__init__))
 

@@ -12,14 +12,6 @@ from dataclasses import dataclass
 from stream_plugin.errors import ConfigError
 
 
-def check_positive(name: str, value: int | None) -> None:
-    """Reject zero, negatives, bools and non-ints early (at construction), naming the argument."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name}: expected a positive int or None, found {value!r}")
-
-
 def _divisors(number: int) -> list[int]:
     return [candidate for candidate in range(1, number + 1) if number % candidate == 0]
 

@@ -22,8 +22,8 @@ import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 
 from stream_plugin import StreamingDataset, World, detect_world
-from stream_plugin.errors import ConfigError, StateError
-from stream_plugin_lightning.batch_sizes import BatchSizes, check_positive, resolve_batch_sizes
+from stream_plugin.errors import ConfigError, StateError, check_int
+from stream_plugin_lightning.batch_sizes import BatchSizes, resolve_batch_sizes
 from stream_plugin_lightning.loaders import EvalLoader, TrainLoader, WorkerInit
 from stream_plugin_lightning.progress import TrainPosition, batches_per_epoch, state_at, train_position
 from stream_plugin_lightning.specs import DatasetSpec, as_dataset_spec
@@ -132,14 +132,13 @@ class StreamingDataModule(pl.LightningDataModule):
             ("eval_batch_size", eval_batch_size),
             ("prefetch_factor", prefetch_factor),
         ):
-            check_positive(name, value)
+            check_int(name, value, minimum=1, allow_none=True)
         if batch_size is None and global_batch_size is None:
             raise ConfigError(
                 "StreamingDataModule: expected batch_size (per device) or global_batch_size, found neither; "
                 "pass global_batch_size to keep resumption exact on any number of processes"
             )
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-            raise ConfigError(f"num_workers: expected an int >= 0, found {num_workers!r}")
+        check_int("num_workers", num_workers, minimum=0)
         if persistent_workers and num_workers == 0:
             raise ConfigError(
                 "persistent_workers: expected num_workers > 0 with persistent_workers=True, found "

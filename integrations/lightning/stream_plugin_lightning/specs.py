@@ -10,18 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any
 
 from stream_plugin import Stream
 from stream_plugin.errors import ConfigError
+from stream_plugin.reading.config import BatchingMethod, DatasetConfig, SamplingMethod, ShuffleAlgo
 
-# The option sets of ``StreamingDataset`` (``stream_plugin.reading.dataset``), spelled out so that a YAML typo is
-# rejected by the parser with the list of choices. A test keeps them equal to the core's tuples.
-ShuffleAlgo = Literal[
-    "none", "permute", "naive", "block", "py1b", "py1br", "py1e", "intra_shard", "py1s", "py2s"
-]
-BatchingMethod = Literal["random", "stratified", "per_stream", "device_per_stream"]
-SamplingMethod = Literal["balanced", "fixed"]
+# The dataset's defaults and the choices of its named options come from the core's one source
+# (``DatasetConfig``, and ``Literal``s of the ``order`` registries), so that a YAML typo is rejected by the
+# parser with the list of choices.
+_DEFAULTS = DatasetConfig()
 
 
 @dataclass
@@ -65,24 +63,24 @@ class DatasetSpec:
     download_timeout: float = 60
     validate_hash: str | None = None
     keep_zip: bool = False
-    epoch_size: int | str | None = None
-    predownload: int | None = None
-    cache_limit: int | str | None = None
-    sampling_method: SamplingMethod = "balanced"
-    sampling_granularity: int = 1
-    partition_algo: str = "relaxed"
-    num_canonical_nodes: int | None = None
-    shuffle: bool = False
-    shuffle_algo: ShuffleAlgo = "py1e"
-    shuffle_seed: int = 9176
-    shuffle_block_size: int | None = None
-    batching_method: BatchingMethod = "random"
-    allow_unsafe_types: bool = False
-    replication: int | None = None
+    epoch_size: int | str | None = _DEFAULTS.epoch_size
+    predownload: int | None = _DEFAULTS.predownload
+    cache_limit: int | str | None = _DEFAULTS.cache_limit
+    sampling_method: SamplingMethod = _DEFAULTS.sampling_method
+    sampling_granularity: int = _DEFAULTS.sampling_granularity
+    partition_algo: str = _DEFAULTS.partition_algo
+    num_canonical_nodes: int | None = _DEFAULTS.num_canonical_nodes
+    shuffle: bool = _DEFAULTS.shuffle
+    shuffle_algo: ShuffleAlgo = _DEFAULTS.shuffle_algo
+    shuffle_seed: int = _DEFAULTS.shuffle_seed
+    shuffle_block_size: int | None = _DEFAULTS.shuffle_block_size
+    batching_method: BatchingMethod = _DEFAULTS.batching_method
+    allow_unsafe_types: bool = _DEFAULTS.allow_unsafe_types
+    replication: int | None = _DEFAULTS.replication
     storage_options: dict[str, Any] | None = None
     stream_name: str = "stream"  # a name in stream_plugin.streams_registry (for remote/local)
     stream_config: dict[str, Any] | None = None  # extra arguments for that Stream class
-    transform: Callable[[Any], Any] | None = None  # applied to every sample after it is read
+    transform: Callable[[Any], Any] | None = None  # applied to each sample (in YAML: "package.module.function")
 
     def dataset_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``StreamingDataset`` (or a subclass), ``streams`` built, no batch size."""

@@ -1,0 +1,173 @@
+"""The dataset's options as one frozen, validated value: the one place their names, defaults and choices live.
+
+``DatasetConfig`` holds every argument of ``StreamingDataset`` that is not a stream, the world or the
+transform. The download options (``download_retry``, ``download_timeout``, ``validate_hash``,
+``keep_zip``) are not here: they are defaults of each ``Stream`` (``stream.DownloadSettings``), and a
+stream's own values win over them.
+
+The choices of ``shuffle_algo``, ``batching_method`` and ``sampling_method`` come from the ``order``
+package (``option_choices``): a shuffle registered with ``order.shuffle.register_shuffle`` is a valid
+``shuffle_algo`` at once. ``order_settings`` and ``fingerprint`` derive what shapes the sample order
+from the config, so that list is written once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
+from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
+from stream_plugin.order.sampling import SAMPLING_METHODS, SamplingMethod
+from stream_plugin.order.shuffle import shuffle_choices
+from stream_plugin.reading.dataset_compat import PARTITION_ALGOS, check_partition_algo
+from stream_plugin.reading.epochs import OrderSettings
+from stream_plugin.reading.state import fingerprint as digest
+from stream_plugin.units import parse_bytes, parse_count
+
+# For typed configuration (LightningCLI's parser): the accepted shuffle names as a Literal, read from the
+# registry when this module is first imported (a shuffle registered before then is included). Type
+# checkers see a str: the registry grows at run time.
+if TYPE_CHECKING:
+    ShuffleAlgo = str
+else:
+    ShuffleAlgo = Literal[shuffle_choices()]
+
+_POSITIVE_OR_NONE = ("predownload", "num_canonical_nodes", "batch_size", "shuffle_block_size", "replication")
+_FLAGS = ("shuffle", "allow_unsafe_types")
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """``StreamingDataset``'s options, checked at construction (MosaicML Streaming 0.13's names and defaults).
+
+    ``epoch_size`` and ``cache_limit`` hold counts here; ``from_arguments`` also takes the
+    human-friendly strings (``"100k"``, ``"64gb"``) the dataset accepts.
+    """
+
+    epoch_size: int | None = None
+    predownload: int | None = None
+    cache_limit: int | None = None
+    sampling_method: SamplingMethod = "balanced"
+    sampling_granularity: int = 1
+    partition_algo: str = "relaxed"
+    num_canonical_nodes: int | None = None
+    batch_size: int | None = None
+    shuffle: bool = False
+    shuffle_algo: str = "py1e"
+    shuffle_seed: int = 9176
+    shuffle_block_size: int | None = None
+    batching_method: BatchingMethod = "random"
+    allow_unsafe_types: bool = False
+    replication: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in _POSITIVE_OR_NONE:
+            check_int(name, getattr(self, name), minimum=1, allow_none=True)
+        check_int("sampling_granularity", self.sampling_granularity, minimum=1, fix="pass 1 or more samples")
+        check_int(
+            "epoch_size", self.epoch_size, minimum=0, allow_none=True, fix="pass a sample count or None"
+        )
+        check_int(
+            "cache_limit", self.cache_limit, minimum=0, allow_none=True, fix="pass a byte count or None"
+        )
+        check_int("shuffle_seed", self.shuffle_seed, fix="pass an int seed")
+        for name in _FLAGS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ConfigTypeError(
+                    f"{name}: expected True or False, found {type(value).__name__} {value!r}"
+                )
+        _check_choice("shuffle_algo", self.shuffle_algo, shuffle_choices())
+        _check_choice("batching_method", self.batching_method, BATCHING_METHODS)
+        _check_choice("sampling_method", self.sampling_method, SAMPLING_METHODS)
+        _check_choice("partition_algo", self.partition_algo, PARTITION_ALGOS)
+
+    @classmethod
+    def from_arguments(
+        cls,
+        *,
+        epoch_size: int | str | None = None,
+        cache_limit: int | str | None = None,
+        shuffle: object = False,
+        allow_unsafe_types: object = False,
+        shuffle_seed: Any = 9176,
+        partition_algo: str = "relaxed",
+        **options: Any,
+    ) -> DatasetConfig:
+        """The config of ``StreamingDataset``'s keyword arguments, as the dataset has always read them:
+        sizes as strings, truthy flags, a seed anything ``int()`` takes; warns about ``partition_algo``."""
+        return cls(
+            epoch_size=None if epoch_size is None else parse_count(epoch_size, name="epoch_size"),
+            cache_limit=None if cache_limit is None else parse_bytes(cache_limit, name="cache_limit"),
+            shuffle=bool(shuffle),
+            allow_unsafe_types=bool(allow_unsafe_types),
+            shuffle_seed=int(shuffle_seed),
+            partition_algo=check_partition_algo(partition_algo),
+            **options,
+        )
+
+    @property
+    def order_settings(self) -> OrderSettings:
+        """Every setting that shapes the global order, except the global batch size and canonical nodes."""
+        return OrderSettings(
+            shuffle=self.shuffle,
+            shuffle_algo=self.shuffle_algo if self.shuffle else "none",
+            shuffle_seed=self.shuffle_seed,
+            shuffle_block_size=self.shuffle_block_size,
+            batching_method=self.batching_method,
+            sampling_method=self.sampling_method,
+            sampling_granularity=self.sampling_granularity,
+        )
+
+    def fingerprint(self, index_digests: list[str], weights: list[str]) -> str:
+        """The resume-state fingerprint: the data (index digests, stream weights) and what shapes the order.
+
+        Its value for given data and settings never changes between versions: states written by
+        earlier versions must keep loading.
+        """
+        return digest(
+            {
+                "indexes": index_digests,
+                "weights": weights,
+                "epoch_size": self.epoch_size,
+                **asdict(self.order_settings),
+            }
+        )
+
+
+def option_choices() -> dict[str, tuple[str, ...]]:
+    """The allowed values of each option that takes a name, from the ``order`` registries (now)."""
+    return {
+        "shuffle_algo": shuffle_choices(),
+        "batching_method": BATCHING_METHODS,
+        "sampling_method": SAMPLING_METHODS,
+        "partition_algo": PARTITION_ALGOS,
+    }
+
+
+def option_names() -> tuple[str, ...]:
+    """The names of the options ``DatasetConfig`` holds, in ``StreamingDataset``'s argument order."""
+    return tuple(item.name for item in fields(DatasetConfig))
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(
+            f"{name}: expected one of {list(choices)}, found {value!r}; pick one of them"
+            + (
+                " or register yours with stream_plugin.order.shuffle.register_shuffle"
+                if name == "shuffle_algo"
+                else ""
+            )
+        )
+
+
+__all__ = [
+    "BatchingMethod",
+    "DatasetConfig",
+    "SamplingMethod",
+    "ShuffleAlgo",
+    "option_choices",
+    "option_names",
+]
