@@ -141,7 +141,7 @@ def check_int(
     if value is None and allow_none:
         return None
     if type(value) is not int and (isinstance(value, bool) or not isinstance(value, Integral)):
-        found = "None" if value is None else f"{type(value).__name__} {value!r}"
+        found = "None" if value is None else f"{type(value).__name__} {value!r:.80}"
         kind = ConfigTypeError if error is ConfigError else error
         raise kind(_int_message(name, minimum, maximum, allow_none, found, fix))
     number = int(value)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stream_plugin.errors import IndexFormatError, MissingIndexError, UnsafePathError
+from stream_plugin.errors import IndexFormatError, MissingIndexError, UnsafePathError, check_int
 from stream_plugin.fileio import atomic_write_bytes
 from stream_plugin.gc_pause import collection_paused
 
@@ -107,12 +107,14 @@ def _file_info(value: object, *, source: str, what: str) -> FileInfo | None:
         return None
     if not isinstance(value, dict):
         raise IndexFormatError(f"{source}: expected {what} to be an object or null, found {value!r}")
-    size = value.get("bytes")
-    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_BYTES:
-        raise IndexFormatError(
-            f"{source}: expected {what}.bytes to be an int in [0, {MAX_FILE_BYTES}], found {size!r:.40}; "
-            "regenerate the index"
-        )
+    size = check_int(
+        f"{source}: {what}.bytes",
+        value.get("bytes"),
+        minimum=0,
+        maximum=MAX_FILE_BYTES,
+        error=IndexFormatError,
+        fix="regenerate the index",
+    )
     hashes = value.get("hashes") or {}
     if not isinstance(hashes, dict) or not all(isinstance(digest, str) for digest in hashes.values()):
         raise IndexFormatError(
@@ -137,9 +139,9 @@ def parse_shard_entry(entry: object, *, source: str) -> ShardEntry:
         raise IndexFormatError(
             f"{source}: expected format among {list(SHARD_FORMATS)}, found {shard_format!r}"
         )
-    samples = entry["samples"]
-    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
-        raise IndexFormatError(f"{source}: expected samples to be an int >= 0, found {samples!r}")
+    samples = check_int(
+        f"{source}: samples", entry["samples"], minimum=0, error=IndexFormatError, fix="regenerate the index"
+    )
     raw_data = _file_info(entry["raw_data"], source=source, what="raw_data")
     if raw_data is None:
         raise IndexFormatError(f"{source}: expected raw_data to describe the shard file, found null")

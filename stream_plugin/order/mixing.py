@@ -76,12 +76,7 @@ def validate_weights(weights: Sequence[StreamWeight], *, epoch_size: int | None)
             raise ConfigError(
                 f"weights[{stream_id}]: expected a StreamWeight, found {type(weight).__name__}; wrap it in StreamWeight(...)"
             )
-    if epoch_size is not None and (
-        isinstance(epoch_size, bool) or not isinstance(epoch_size, (int, np.integer)) or epoch_size <= 0
-    ):
-        raise ConfigError(
-            f"epoch_size: expected None or an int > 0, found {epoch_size!r}; pass a sample count or None"
-        )
+    check_int("epoch_size", epoch_size, minimum=1, allow_none=True, fix="pass a sample count or None")
 
     relative = [i for i, weight in enumerate(weights) if weight.proportion is not None]
     absolute = [

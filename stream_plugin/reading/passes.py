@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import check_int
 from stream_plugin.reading.cursor import IterationPlan
 
 
@@ -31,11 +31,13 @@ class LoaderPass:
 
     def batch_counts(self, batch_idx: int) -> tuple[int, int]:
         """``(size, samples before rank-balance repeats)`` of batch ``batch_idx`` of this pass."""
-        if isinstance(batch_idx, bool) or not isinstance(batch_idx, int) or not 0 <= batch_idx < self.batches:
-            raise ConfigError(
-                f"batch_idx: expected an int in [0, {self.batches}) for this pass, found {batch_idx!r}; pass "
-                "the index of the batch within the current pass"
-            )
+        check_int(
+            "batch_idx",
+            batch_idx,
+            minimum=0,
+            maximum=self.batches - 1,
+            fix=f"pass the index of the batch within the current pass of {self.batches} batches",
+        )
         if self.last_batch_size and batch_idx == self.batches - 1:
             return self.last_batch_size, self.last_batch_real
         return self.device_batch_size, self.device_batch_size

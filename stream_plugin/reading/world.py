@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, check_int
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,7 @@ class World:
 
     def __post_init__(self) -> None:
         for name in ("rank", "world_size", "local_rank", "local_world_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"World.{name}: expected an int, found {value!r}")
+            check_int(f"World.{name}", getattr(self, name))
         if not 0 <= self.rank < self.world_size:
             raise ConfigError(
                 f"rank: expected 0 <= rank < world_size={self.world_size}, found {self.rank}; check RANK and "

@@ -117,7 +117,7 @@ def test_registered_callbacks_build_as_composer_callbacks() -> None:
 
 
 def test_preemption_exit_code_must_be_non_zero() -> None:
-    with pytest.raises(ConfigError, match=r"expected exit_code in 1..255 .* found 0"):
+    with pytest.raises(ConfigError, match=r"exit_code: expected an int in \[1, 255\], found 0"):
         PreemptionCheckpoint(exit_code=0)
 
 

@@ -85,7 +85,7 @@ def test_explicit_world_survives_pickling_to_workers(
             lambda: World(rank=0, world_size=4, local_world_size=3),
             r"local_world_size: expected a divisor of world_size=4 .*found 3",
         ),
-        (lambda: World(rank="0"), r"World.rank: expected an int, found '0'"),  # type: ignore[arg-type]
+        (lambda: World(rank="0"), r"World.rank: expected an int, found str '0'"),  # type: ignore[arg-type]
     ],
     ids=["rank-outside-world", "uneven-nodes", "not-an-int"],
 )

@@ -33,7 +33,7 @@ def test_begin_pass_says_how_many_batches_of_which_size(remote_1k: Path, tmp_pat
     assert current.batch_counts(0) == (16, 16)
     assert current.batch_counts(62) == (8, 8)
     assert current.sample_in_epoch(63) == current.samples_in_epoch == 1000
-    with pytest.raises(ConfigError, match=r"batch_idx: expected an int in \[0, 63\) for this pass, found 63"):
+    with pytest.raises(ConfigError, match=r"batch_idx: expected an int in \[0, 62\], found 63; pass the index of the batch within the current pass of 63"):
         current.batch_counts(63)
 
 

@@ -111,9 +111,9 @@ def test_a_plausible_index_parses() -> None:
     ("path", "value", "message"),
     [
         (("samples",), 501, r"expected samples to be at most the 500 raw bytes"),
-        (("samples",), -1, r"expected samples to be an int >= 0"),
-        (("raw_data", "bytes"), 10**15, r"expected raw_data\.bytes to be an int in \[0, \d+\], found 1000000000000000"),
-        (("raw_data", "bytes"), -5, r"expected raw_data\.bytes to be an int in"),
+        (("samples",), -1, r"samples: expected an int >= 0, found -1; regenerate the index"),
+        (("raw_data", "bytes"), 10**15, r"raw_data\.bytes: expected an int in \[0, \d+\], found 1000000000000000"),
+        (("raw_data", "bytes"), -5, r"raw_data\.bytes: expected an int in \[0, \d+\], found -5"),
         (("raw_data", "basename"), "shard\x00.mds", r"raw_data: expected a basename without NUL bytes"),
         (("raw_data", "hashes"), {"sha1": 7}, r"expected raw_data\.hashes to be an object of digest strings"),
     ],

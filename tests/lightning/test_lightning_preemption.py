@@ -78,7 +78,7 @@ def test_default_signals_add_sigusr1_only_under_slurm(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"check_every_n_steps": 0}, "check_every_n_steps: expected a positive int, found 0"),
+        ({"check_every_n_steps": 0}, "check_every_n_steps: expected a positive int or None, found 0"),
         ({"exit_code": 0}, "exit_code: expected 1..255"),
         ({"filename": "a/last.ckpt"}, "filename: expected a plain file name"),
     ],

@@ -165,7 +165,7 @@ def test_all_zero_proportions_are_rejected() -> None:
 
 @pytest.mark.parametrize("epoch_size", [0, -5, 2.5, True])
 def test_bad_epoch_size_is_rejected(epoch_size: object) -> None:
-    with pytest.raises(ConfigError, match=r"epoch_size: expected None or an int > 0"):
+    with pytest.raises(ConfigError, match=r"epoch_size: expected a positive int or None"):
         validate_weights([W()], epoch_size=epoch_size)  # type: ignore[arg-type]
 
 

@@ -23,7 +23,7 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 from composer.utils import dist
 
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.preemption import DEFAULT_EXIT_CODE, PreemptionFlag, agree_on_signal
 
 log = logging.getLogger(__name__)
@@ -39,11 +39,13 @@ class PreemptionCheckpoint(Callback):
     """
 
     def __init__(self, exit_code: int = DEFAULT_EXIT_CODE) -> None:
-        if isinstance(exit_code, bool) or not isinstance(exit_code, int) or not 1 <= exit_code <= 255:
-            raise ConfigError(
-                f"PreemptionCheckpoint: expected exit_code in 1..255 (non-zero, so schedulers see the job "
-                f"as interrupted), found {exit_code!r}"
-            )
+        check_int(
+            "PreemptionCheckpoint: exit_code",
+            exit_code,
+            minimum=1,
+            maximum=255,
+            fix="pass a non-zero exit code, so that schedulers see the job as interrupted",
+        )
         self.exit_code = exit_code
         self._flag = PreemptionFlag([signal.SIGTERM])
 

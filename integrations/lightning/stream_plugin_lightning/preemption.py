@@ -29,7 +29,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.preemption import (
     AgreementSchedule,
     PreemptionFlag,
@@ -92,12 +92,7 @@ class PreemptionCheckpoint(Callback):
         requeue_on_slurm: bool = True,
         child_exit_timeout: float = 120.0,
     ) -> None:
-        if check_every_n_steps is not None and (
-            isinstance(check_every_n_steps, bool)
-            or not isinstance(check_every_n_steps, int)
-            or check_every_n_steps < 1
-        ):
-            raise ConfigError(f"check_every_n_steps: expected a positive int, found {check_every_n_steps!r}")
+        check_int("check_every_n_steps", check_every_n_steps, minimum=1, allow_none=True)
         if not filename or os.sep in filename:
             raise ConfigError(f"filename: expected a plain file name such as 'last.ckpt', found {filename!r}")
         if not 0 < exit_code < 256:
