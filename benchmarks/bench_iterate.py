@@ -1,7 +1,7 @@
 """Iteration throughput from a warm local cache, and peak RSS of the main process and each worker.
 
 Every library reads its own local copy of the same samples (no remote: the "cache" is complete and in
-the page cache), through its own loader with ``batch_size=256``, shuffle on and off, 0 and 2 workers.
+the page cache), through its own loader with the workload's ``batch_size`` (256, fewer for samples of 1 MiB and up), shuffle on and off, 0 and 2 workers.
 Each measurement runs in a fresh process. Throughput counts the samples after the first batch, up to
 a budget, over the time since the first batch; the time to the first batch is reported apart.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import PeakMemory, median_of, private_mib, ratio, run_child, spread_of, vm_peak_mib
-from benchmarks.libraries import BATCH_SIZE, LoaderSpec, batch_length, import_library, make_loader
+from benchmarks.libraries import LoaderSpec, batch_length, import_library, make_loader
 from benchmarks.options import Options
 from benchmarks.workloads import BARE, LITDATA, MOSAICML, OURS, folder_for, prepare
 
@@ -25,14 +25,18 @@ WORKERS = (0, 2)
 SHUFFLES = (False, True)
 
 
-def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budget: int) -> dict[str, Any]:
+def measure_once(
+    library: str, local: str, shuffle: bool, num_workers: int, budget: int, batch_size: int
+) -> dict[str, Any]:
     """One timed pass in this (fresh) process."""
     import_library(library)
     baseline_mib = vm_peak_mib()
     baseline_private_mib = private_mib()
     with PeakMemory() as memory:
         start = time.perf_counter()
-        _, loader = make_loader(LoaderSpec(library, local, shuffle=shuffle, num_workers=num_workers))
+        _, loader = make_loader(
+            LoaderSpec(library, local, shuffle=shuffle, num_workers=num_workers, batch_size=batch_size)
+        )
         batches = iter(loader)
         next(batches)
         first_batch = time.perf_counter()
@@ -77,7 +81,8 @@ def measure(options: Options) -> dict[str, Any]:
                     local=str(folder_for(options.data_root, workload, library)),
                     shuffle=shuffle,
                     num_workers=workers,
-                    budget=min(SAMPLE_BUDGET, workload.count - BATCH_SIZE),
+                    budget=min(SAMPLE_BUDGET, workload.count - workload.batch_size),
+                    batch_size=workload.batch_size,
                 )
                 runs.setdefault((workload.name, shuffle, workers, library), []).append(result)
     rows = [
@@ -163,7 +168,7 @@ def render_memory(result: dict[str, Any]) -> str:
 
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """Issue 4's targets: (what, measured, met) per workload, shuffle and workers."""
+    """Issues 4's and 17's targets: (what, measured, met) per workload, shuffle and workers."""
     speed = _medians(result["rows"], "samples_per_s")
     checks = []
     for workload, shuffle, workers, library in speed:
@@ -178,11 +183,20 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
             if lit:
                 checks.append((f"{case}: >= litdata", f"{ours / lit:.2f}x", ours >= lit))
             if mosaic:
-                checks.append((f"{case}: >= 10x MosaicML", f"{ours / mosaic:.2f}x", ours >= 10 * mosaic))
+                factor = 20 if shuffle and workers == 2 else 10  # issue 17 raised this case to 20x
+                checks.append(
+                    (f"{case}: >= {factor}x MosaicML", f"{ours / mosaic:.2f}x", ours >= factor * mosaic)
+                )
             if bare:
                 checks.append((f"{case}: >= 0.5x bare", f"{ours / bare:.2f}x", ours >= 0.5 * bare))
-        elif mosaic:
+            continue
+        if mosaic:
             checks.append((f"{case}: >= 2x MosaicML", f"{ours / mosaic:.2f}x", ours >= 2 * mosaic))
+        if "100 KiB" in workload:  # issue 17
+            if lit:
+                checks.append((f"{case}: >= 1.3x litdata", f"{ours / lit:.2f}x", ours >= 1.3 * lit))
+            if bare:
+                checks.append((f"{case}: >= 0.9x bare", f"{ours / bare:.2f}x", ours >= 0.9 * bare))
     return checks
 
 
@@ -208,7 +222,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         axis.set_xticklabels([f"shuffle {'on' if s else 'off'}\n{w} workers" for s, w in groups])
         axis.set_yscale("log")
         axis.set_ylabel("samples/s (log)")
-        axis.set_title(f"{workload}, batch 256, warm local cache")
+        axis.set_title(f"{workload}, warm local cache")
         axis.grid(axis="y", alpha=0.3)
     # One legend for both panels, above them in a single row, so that it never covers a bar.
     handles, labels = axes[0][0].get_legend_handles_labels()

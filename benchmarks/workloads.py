@@ -1,9 +1,10 @@
 """The benchmark datasets: the same samples written once in each library's own format, reused across runs.
 
 A workload is ``count`` samples ``{"id": int, "data": bytes}`` with random ``data`` payloads of ``size``
-bytes. Each library reads its own copy: ours and MosaicML's MDS (each written by its own ``MDSWriter``)
-and litdata's chunks (written by its ``BinaryWriter``). Shards and chunks are capped at the same
-``SHARD_BYTES`` for all of them. A finished copy carries a marker, so a later run skips the writing.
+bytes, read in batches of ``batch_size``. Each library reads its own copy: ours and MosaicML's MDS (each
+written by its own ``MDSWriter``) and litdata's chunks (written by its ``BinaryWriter``). Shards and
+chunks are capped at the same ``shard_bytes`` for all of them: ``SHARD_BYTES``, or four samples where
+samples are larger. A finished copy carries a marker, so a later run skips the writing.
 """
 
 from __future__ import annotations
@@ -31,10 +32,15 @@ PEERS = (MOSAICML, LITDATA)
 
 @dataclass(frozen=True)
 class Workload:
-    """``count`` samples with ``size``-byte payloads."""
+    """``count`` samples with ``size``-byte payloads, read ``batch_size`` at a time."""
 
     count: int
     size: int
+    batch_size: int = 256
+
+    @property
+    def shard_bytes(self) -> int:
+        return max(SHARD_BYTES, 4 * self.size)
 
     @property
     def name(self) -> str:
@@ -57,12 +63,19 @@ def _short(count: int) -> str:
 
 
 def _bytes_label(size: int) -> str:
-    return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size} B"
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
 
 
 SMALL_SAMPLES = Workload(500_000, 1024)
 LARGE_SAMPLES = Workload(10_000, 100 * 1024)
-FULL_WORKLOADS = (SMALL_SAMPLES, LARGE_SAMPLES)
+# Large images and audio, and video clips: fewer samples per batch (16 MiB and 32 MiB batches; a worker
+# holds two in flight), and few samples, so that every library's copy fits the bench machine's disk.
+MIB_SAMPLES = Workload(128, 1 << 20, batch_size=16)
+HUGE_SAMPLES = Workload(12, 16 << 20, batch_size=2)
+FULL_WORKLOADS = (SMALL_SAMPLES, LARGE_SAMPLES, MIB_SAMPLES, HUGE_SAMPLES)
 SMOKE_WORKLOADS = (Workload(4_000, 1024),)
 
 
@@ -99,7 +112,9 @@ def prepare(root: Path, workload: Workload, libraries: tuple[str, ...]) -> dict[
     for library in libraries:
         folder = folder_for(root, workload, library)
         marker = folder / _MARKER
-        expected = json.dumps({"count": workload.count, "size": workload.size, "shard_bytes": SHARD_BYTES})
+        expected = json.dumps(
+            {"count": workload.count, "size": workload.size, "shard_bytes": workload.shard_bytes}
+        )
         if not (marker.exists() and marker.read_text() == expected):
             shutil.rmtree(folder, ignore_errors=True)
             _WRITERS[folder_format(library)](folder, workload)
@@ -121,7 +136,7 @@ def _samples(workload: Workload) -> Iterator[dict[str, object]]:
 def _write_ours(folder: Path, workload: Workload) -> None:
     from stream_plugin import MDSWriter
 
-    with MDSWriter(out=str(folder), columns=COLUMNS, size_limit=SHARD_BYTES) as writer:
+    with MDSWriter(out=str(folder), columns=COLUMNS, size_limit=workload.shard_bytes) as writer:
         for sample in _samples(workload):
             writer.write(sample)
 
@@ -129,7 +144,7 @@ def _write_ours(folder: Path, workload: Workload) -> None:
 def _write_mosaicml(folder: Path, workload: Workload) -> None:
     from streaming import MDSWriter as MosaicMDSWriter
 
-    with MosaicMDSWriter(out=str(folder), columns=COLUMNS, size_limit=SHARD_BYTES) as writer:
+    with MosaicMDSWriter(out=str(folder), columns=COLUMNS, size_limit=workload.shard_bytes) as writer:
         for sample in _samples(workload):
             writer.write(sample)
 
@@ -138,7 +153,7 @@ def _write_litdata(folder: Path, workload: Workload) -> None:
     from litdata.streaming.writer import BinaryWriter
 
     folder.mkdir(parents=True)
-    writer = BinaryWriter(str(folder), chunk_bytes=SHARD_BYTES)
+    writer = BinaryWriter(str(folder), chunk_bytes=workload.shard_bytes)
     for index, sample in enumerate(_samples(workload)):
         writer[index] = sample
     writer.done()
