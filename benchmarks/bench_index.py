@@ -9,7 +9,7 @@ the first shard exists on disk: opening the dataset and reading sample 0 (shuffl
 one. Every measurement is a fresh process (the machine is shared: CPU seconds vary less than wall) (the OS page cache is warm), in four situations:
 
 * ``local cold`` / ``local warm``: the folder read in place, before and after a first open kept the
-  parsed index (ours keeps it in ``.stream_plugin/``, removed for the cold run);
+  parsed index (ours keeps it in the user's cache, ``~/.cache/stream_plugin/``, removed for the cold run);
 * ``remote cold`` / ``remote warm``: through a ``file://`` remote (MosaicML: the plain path) into an
   empty cache folder, then again into the same cache folder;
 * ``R ranks cold``: R processes of one node (``RANK`` / ``LOCAL_WORLD_SIZE``) open it at once into
@@ -117,7 +117,9 @@ def _run_ranks(folder: Path, cache: Path | None, ranks: int) -> dict[str, float]
 
 
 def _forget_parse(folder: Path) -> None:
-    shutil.rmtree(folder / ".stream_plugin", ignore_errors=True)
+    from stream_plugin.cache.locks import kept_index_folder
+
+    shutil.rmtree(kept_index_folder(folder).root, ignore_errors=True)
 
 
 def measure(folder: Path, root: Path, library: str, ranks: int) -> list[tuple[str, dict[str, float]]]:

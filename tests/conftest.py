@@ -22,6 +22,15 @@ except ImportError as missing:
     if missing.name is None or not missing.name.startswith(("google", "azure", "gcp_storage_emulator")):
         raise
 
+@pytest.fixture(autouse=True, scope="session")
+def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Local-only datasets keep their parsed index in the user's cache: point it at a temporary folder
+    (subprocesses inherit it), so tests never write to the real ~/.cache."""
+    import os
+
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("user-cache"))
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak-minutes",

@@ -13,6 +13,7 @@ costs nothing.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -27,6 +28,15 @@ CONTROL_DIRNAME = ".stream_plugin"
 def _quoted(name: str) -> str:
     """A flat, injective file name for a shard basename ("3/shard.00000.mds" -> "3%2Fshard.00000.mds")."""
     return quote(name, safe="")
+
+
+def kept_index_folder(local: str | os.PathLike[str]) -> ControlFolder:
+    """Where the parsed index of a local-only dataset is kept: this user's cache
+    (``$XDG_CACHE_HOME/stream_plugin/local-indexes``, else ``~/.cache/...``), keyed by the folder's
+    absolute path. A dataset folder that is only read is never written to."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha256(str(Path(local).resolve()).encode("utf-8")).hexdigest()[:32]
+    return ControlFolder(Path(cache) / "stream_plugin" / "local-indexes" / key)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from stream_plugin.cache.eviction import Evictor, bytes_present, check_cache_limit, footprint
 from stream_plugin.cache.index_store import OpenedIndex, open_index, store_columns
-from stream_plugin.cache.locks import ControlFolder, is_control, locked, touch
+from stream_plugin.cache.locks import ControlFolder, is_control, kept_index_folder, locked, touch
 from stream_plugin.cache.stats import CacheStats, StatsGroup
 from stream_plugin.errors import (
     ConfigError,
@@ -279,10 +279,13 @@ class ShardCache:
     def opened_index(self, index_name: str = INDEX_BASENAME) -> OpenedIndex:
         """Fetch the index and return it validated, as columns with entries built on demand.
 
-        One process per node parses it; the others load the parse it kept (``index_store``).
+        One process per node parses it; the others load the parse it kept (``index_store``): in the
+        cache folder of a remote stream, in this user's cache for a local-only one (whose folder is the
+        user's dataset, never written to).
         """
         path = self.fetch_index(index_name)
-        return open_index(path, self._control, index_name, identity=self.index_identity(index_name))
+        control = self._control if self._remote is not None else kept_index_folder(self._config.local)
+        return open_index(path, control, index_name, identity=self.index_identity(index_name))
 
     def open_index(self, index_name: str = INDEX_BASENAME) -> list[ShardEntry]:
         """Fetch and parse the index, and remember its shards for eviction; return them."""

@@ -202,3 +202,17 @@ def test_dataset_opens_from_the_binary_index_with_entries_on_demand(
     assert second.shards == first.shards == load_index(tmp_path / "data")
     assert second.state_dict(0, False)["fingerprint"] == first.state_dict(0, False)["fingerprint"]
     assert sorted(int(sample["id"]) for sample in second) == list(range(40))
+
+
+def test_a_local_only_dataset_folder_is_never_written_and_keeps_its_parse_in_the_user_cache(
+    make_dataset: Callable[..., Any], parses: list[str]
+) -> None:
+    from stream_plugin.cache.locks import kept_index_folder
+
+    dataset = make_dataset(shards=3)
+    before = sorted(path.name for path in dataset.remote.iterdir())
+    _cache(dataset.remote, None).opened_index()
+    _cache(dataset.remote, None).opened_index()
+    assert sorted(path.name for path in dataset.remote.iterdir()) == before
+    assert len(parses) == 1  # the second open loaded the kept parse
+    assert kept_index_folder(dataset.remote).index_columns(INDEX_BASENAME).is_file()
