@@ -43,6 +43,7 @@ from stream_plugin.reading.dataset_compat import (
     resolve_stream_weights,
 )
 from stream_plugin.reading.epochs import EpochPlanner
+from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.iteration import PerSample, read_samples
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.sample_access import select_samples
@@ -611,6 +612,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         (a loader's ``handing_over`` plan, else the next epoch); the samples are read lazily."""
         _, num_workers = detect_worker()
         check_batch_size_in_workers(self.batch_size, num_workers)
+        settle_heap(in_worker=num_workers > 0)
         arguments = {
             "global_batch_size": self.global_batch_size,
             "num_canonical_nodes": self._canonical_nodes(),

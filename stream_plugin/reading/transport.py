@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-from stream_plugin.reading.heap import keep_freed_heap
+from stream_plugin.reading.heap import settle_heap
 
 SMALL_TENSOR_BYTES = 64 * 1024  # tensors up to this size travel inside the pickle
 SHARED_BYTES_MIN = 1 << 20  # lists of bytes from this total size travel through a shared block
@@ -130,7 +130,7 @@ class PackedCollate:
         if get_worker_info() is None:
             return self.collate(samples)
         if not self._worker_ready:
-            keep_freed_heap()
+            settle_heap(in_worker=True)
             self._worker_ready = True
         return self._pack(self.collate(samples))
 

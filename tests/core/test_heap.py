@@ -5,15 +5,18 @@ from typing import Any
 
 import pytest
 
-from stream_plugin.reading.heap import keep_freed_heap
+from stream_plugin.reading import heap
+from stream_plugin.reading.heap import keep_freed_heap, settle_heap, user_chose_malloc
 
 pytestmark = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's allocator only"
 )
 
 
-def _faults_while_rebuilding_batches(keep: bool, results: Any) -> None:
-    if keep:
+def _faults_while_rebuilding_batches(keep: bool | str, results: Any) -> None:
+    if keep == "main":
+        results.put(settle_heap(in_worker=False))
+    elif keep:
         assert keep_freed_heap()
     batch = [bytes(100 * 1024) for _ in range(256)]  # one 25 MB batch of large samples
     del batch
@@ -24,11 +27,13 @@ def _faults_while_rebuilding_batches(keep: bool, results: Any) -> None:
     results.put(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
-def _faults(keep: bool) -> int:
+def _faults(keep: bool | str) -> int:
     context = multiprocessing.get_context("spawn")  # a fresh allocator, untouched by pytest
     results = context.Queue()
     process = context.Process(target=_faults_while_rebuilding_batches, args=(keep, results))
     process.start()
+    if keep == "main":
+        results.get(timeout=60)  # whether it was settled: the fault counts below say what it did
     faults = results.get(timeout=60)
     process.join(timeout=60)
     assert process.exitcode == 0
@@ -64,3 +69,50 @@ def test_keep_freed_heap_serves_samples_of_a_mib_from_the_heap_not_fresh_mapping
     assert process.exitcode == 0
     # Fresh mappings would fault in 64 x 256 pages (16,384); reused heap memory faults in next to none.
     assert faults < 1000, faults
+
+
+def test_the_main_process_gets_the_heap_glibc_converges_to_and_reuses_the_last_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in (heap.KEEP_MALLOC_VARIABLE, "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)  # the spawned child inherits this environment
+    assert (heap.MAIN_MMAP_THRESHOLD, heap.MAIN_TRIM_THRESHOLD) == (32 << 20, 64 << 20)
+    without = _faults(keep=False)
+    settled = _faults(keep="main")
+    assert settled < without / 4, (settled, without)
+
+
+def test_the_main_process_heap_is_left_alone_when_the_user_opts_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(heap.KEEP_MALLOC_VARIABLE, "1")
+    without = _faults(keep=False)
+    left_alone = _faults(keep="main")
+    assert left_alone > without / 2, (left_alone, without)  # faults as with glibc's defaults
+
+
+@pytest.mark.parametrize(
+    "environ, theirs",
+    [
+        ({}, False),
+        ({heap.KEEP_MALLOC_VARIABLE: "0"}, False),
+        ({heap.KEEP_MALLOC_VARIABLE: "1"}, True),
+        ({"MALLOC_TRIM_THRESHOLD_": "131072"}, True),
+        ({"MALLOC_ARENA_MAX": "2"}, True),
+        ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"}, True),
+        ({"GLIBC_TUNABLES": "glibc.pthread.rseq=0"}, False),
+    ],
+)
+def test_user_chose_malloc_reads_the_users_allocator_settings(environ: dict[str, str], theirs: bool) -> None:
+    assert user_chose_malloc(environ) is theirs
+
+
+def test_settle_heap_sets_each_policy_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(heap, "keep_freed_heap", lambda *args: calls.append(args) or True)
+    monkeypatch.setattr(heap, "_settled", {})
+    monkeypatch.delenv(heap.KEEP_MALLOC_VARIABLE, raising=False)
+    monkeypatch.setattr(heap, "_USER_MALLOC_VARIABLES", ())
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    assert settle_heap(in_worker=False) and settle_heap(in_worker=False)
+    assert calls == [(heap.MAIN_TRIM_THRESHOLD, heap.MAIN_MMAP_THRESHOLD)]
+    assert settle_heap(in_worker=True)
+    assert calls[1:] == [()]  # the worker's own defaults

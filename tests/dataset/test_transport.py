@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterator
 from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,8 @@ import pytest
 import torch
 from torch.utils.data import IterableDataset
 
-from stream_plugin import StreamingDataLoader
+from stream_plugin import StreamingDataLoader, StreamingDataset
+from stream_plugin.reading import dataset as dataset_module
 from stream_plugin.reading import transport
 from stream_plugin.reading.transport import SHARED_BYTES_MIN, SMALL_TENSOR_BYTES, PackedCollate
 
@@ -176,11 +178,27 @@ def _report_heap(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {"id": torch.tensor([sample["id"] for sample in samples]), "kept": list(_HEAP_KEPT)}
 
 
-def test_workers_keep_freed_heap_and_the_main_process_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(transport, "keep_freed_heap", lambda: _HEAP_KEPT.append(True) or True)
+def test_workers_and_the_main_process_settle_their_heaps_when_they_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport, "settle_heap", lambda *, in_worker: _HEAP_KEPT.append(in_worker) or True)
     in_worker = list(
         StreamingDataLoader(_Payloads(8, 4), batch_size=4, num_workers=1, collate_fn=_report_heap)
     )
     assert [batch["kept"] for batch in in_worker] == [[True], [True]]  # once per worker process
-    in_main = list(StreamingDataLoader(_Payloads(8, 4), batch_size=4, collate_fn=_report_heap))
-    assert [batch["kept"] for batch in in_main] == [[], []]
+
+
+def _report_settled(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"id": torch.tensor([sample["id"] for sample in samples]), "settled": list(_HEAP_KEPT)}
+
+
+def test_a_streaming_dataset_settles_the_heap_of_the_process_that_reads_it(
+    monkeypatch: pytest.MonkeyPatch, remote_1k: Path, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(dataset_module, "settle_heap", lambda *, in_worker: _HEAP_KEPT.append(in_worker) or True)
+    _HEAP_KEPT.clear()
+    dataset = StreamingDataset(local=str(remote_1k), batch_size=500)
+    in_main = list(StreamingDataLoader(dataset, batch_size=500, collate_fn=_report_settled))
+    assert [batch["settled"] for batch in in_main] == [[False], [False]]  # the main process's policy
+    _HEAP_KEPT.clear()
+    dataset = StreamingDataset(local=str(remote_1k), batch_size=500)
+    in_worker = list(StreamingDataLoader(dataset, batch_size=500, num_workers=1, collate_fn=_report_settled))
+    assert [batch["settled"] for batch in in_worker] == [[True], [True]]  # the worker's, in the worker
