@@ -16,7 +16,7 @@ from typing import Any
 from benchmarks.common import PeakMemory, median_of, private_mib, ratio, run_child, spread_of, vm_peak_mib
 from benchmarks.libraries import LoaderSpec, batch_length, import_library, make_loader
 from benchmarks.options import Options
-from benchmarks.workloads import BARE, LITDATA, MOSAICML, OURS, folder_for, prepare
+from benchmarks.workloads import BARE, LITDATA, MOSAICML, OURS, folder_for, prepare, warm_page_cache
 
 FIGURE = "iterate"
 TITLE = "Iteration throughput from a warm local cache"
@@ -75,10 +75,12 @@ def measure(options: Options) -> dict[str, Any]:
     for _ in range(options.rounds):
         for workload, shuffle, workers in cases:
             for library in libraries:
+                local = folder_for(options.data_root, workload, library)
+                warm_page_cache(local)
                 result = run_child(
                     "benchmarks.bench_iterate:measure_once",
                     library=library,
-                    local=str(folder_for(options.data_root, workload, library)),
+                    local=str(local),
                     shuffle=shuffle,
                     num_workers=workers,
                     budget=min(SAMPLE_BUDGET, workload.count - workload.batch_size),

@@ -107,3 +107,13 @@ def test_index_benchmark_measures_every_situation_for_ours() -> None:
         "local cold", "local warm", "remote cold", "remote warm", "2 ranks local cold", "2 ranks remote cold"
     ]
     assert all(float(row[-4]) > 0 for row in rows)
+
+
+def test_warm_page_cache_reads_every_file_of_the_dataset_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO_DIR))
+    from benchmarks.workloads import dataset_bytes, warm_page_cache
+
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "index.json").write_bytes(b"{}")
+    (tmp_path / "shards" / "shard.00000.mds").write_bytes(bytes(range(256)) * 40_000)  # over one chunk
+    assert warm_page_cache(tmp_path, chunk=1 << 20) == dataset_bytes(tmp_path) == 2 + 256 * 40_000
