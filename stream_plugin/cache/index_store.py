@@ -36,9 +36,7 @@ from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.index_columns import (
     IndexColumns,
     LazyEntries,
-    decoded_index,
-    index_digest,
-    parse_columns,
+    read_columns,
     stat_key_of,
 )
 
@@ -124,17 +122,12 @@ def _build(path: Path, store: Path, identity: str | None) -> OpenedIndex:
     try:
         with open(path, "rb") as file:
             key = stat_key_of(os.fstat(file.fileno()))
-            text = file.read()
+            columns, parsed, digest = read_columns(file, source=str(path), identity=identity)
     except FileNotFoundError as error:
         raise MissingIndexError(
             f"{path}: expected an index file, found none; point at a folder written by a shard "
             "writer (it holds index.json next to its shards)"
         ) from error
-    digest = index_digest(text, identity)
-    decoded = decoded_index(text)
-    del text  # one copy of the index while it is parsed, not two
-    columns, parsed = parse_columns(decoded, source=str(path))
-    del decoded
     if parsed is not None:
         return OpenedIndex(columns, parsed, digest)
     store_columns(store, path, columns, digest=digest, identity=identity)

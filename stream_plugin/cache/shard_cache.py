@@ -41,7 +41,7 @@ from stream_plugin.fileio import atomic_write_bytes, publish
 from stream_plugin.format.compression import decompress_file
 from stream_plugin.format.hashing import hash_names, verify_digests
 from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry, load_index
-from stream_plugin.format.index_columns import decoded_index, index_digest, parse_columns
+from stream_plugin.format.index_columns import read_columns
 from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError, store_identity
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
@@ -197,12 +197,10 @@ class ShardCache:
                     self._download(index_name, temporary)
                     # Refuse to publish something that is not an index; the next process would trust it.
                     # The parse is kept (index_store): no process of this node parses the index again.
-                    text = temporary.read_bytes()
-                    digest = index_digest(text, current)
-                    decoded = decoded_index(text)
-                    del text  # one copy of the index while it is parsed, not two
-                    columns, _ = parse_columns(decoded, source=f"{self._remote}/{index_name}")
-                    del decoded
+                    with open(temporary, "rb") as file:
+                        columns, _, digest = read_columns(
+                            file, source=f"{self._remote}/{index_name}", identity=current
+                        )
                     if current is not None:
                         atomic_write_bytes(record, current.encode("utf-8"))
                     else:

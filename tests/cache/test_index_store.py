@@ -21,7 +21,7 @@ from stream_plugin.cache import CacheConfig, ShardCache
 from stream_plugin.cache.locks import ControlFolder
 from stream_plugin.errors import RemoteChangedError
 from stream_plugin.format.index import INDEX_BASENAME, load_index, write_index
-from stream_plugin.format.index_columns import parse_columns
+from stream_plugin.format.index_columns import read_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,12 +31,12 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The sources of every index parse this process makes from now on."""
     seen: list[str] = []
 
-    def counting(text: bytes, *, source: str) -> Any:
+    def counting(file: Any, *, source: str, identity: str | None) -> Any:
         seen.append(source)
-        return parse_columns(text, source=source)
+        return read_columns(file, source=source, identity=identity)
 
-    monkeypatch.setattr(index_store, "parse_columns", counting)
-    monkeypatch.setattr(shard_cache, "parse_columns", counting)
+    monkeypatch.setattr(index_store, "read_columns", counting)
+    monkeypatch.setattr(shard_cache, "read_columns", counting)
     return seen
 
 
@@ -150,13 +150,13 @@ _RANK = textwrap.dedent(
     import stream_plugin.cache.index_store as index_store
     import stream_plugin.cache.shard_cache as shard_cache
     from stream_plugin.cache import CacheConfig, ShardCache
-    from stream_plugin.format.index_columns import parse_columns
+    from stream_plugin.format.index_columns import read_columns
 
     parses = []
-    def counting(text, *, source):
+    def counting(file, *, source, identity):
         parses.append(source)
-        return parse_columns(text, source=source)
-    index_store.parse_columns = shard_cache.parse_columns = counting
+        return read_columns(file, source=source, identity=identity)
+    index_store.read_columns = shard_cache.read_columns = counting
     local, remote = sys.argv[1:3]
     remote = None if remote == "-" else remote
     opened = ShardCache(CacheConfig(local=local, remote=remote)).opened_index()
