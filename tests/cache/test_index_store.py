@@ -216,3 +216,27 @@ def test_a_local_only_dataset_folder_is_never_written_and_keeps_its_parse_in_the
     assert sorted(path.name for path in dataset.remote.iterdir()) == before
     assert len(parses) == 1  # the second open loaded the kept parse
     assert kept_index_folder(dataset.remote).index_columns(INDEX_BASENAME).is_file()
+
+
+def test_eviction_lists_the_stream_from_the_kept_parse_not_index_json(
+    make_dataset: Callable[..., Any], local: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stream_plugin.format.index as index_module
+
+    dataset = make_dataset(shards=4, shard_bytes=1000)
+    _cache(local, dataset.remote).opened_index()  # the node's parse, kept
+    whole_parses: list[str] = []
+    parse_index = index_module.parse_index
+
+    def counting(text: Any, *, source: str = INDEX_BASENAME) -> Any:
+        whole_parses.append(source)
+        return parse_index(text, source=source)
+
+    monkeypatch.setattr(index_module, "parse_index", counting)
+    limit = 2 * max(entry.raw_data.bytes for entry in dataset.entries)
+    cache = ShardCache(CacheConfig(local=str(local), remote=str(dataset.remote), cache_limit=limit))
+    cache.fetch_index()  # no set_shards: eviction lists the stream's shards by itself
+    for entry in dataset.entries:
+        cache.ensure(entry)
+    assert cache.stats.snapshot().bytes_evicted > 0
+    assert (len(parses), whole_parses) == (1, [])  # parsed once for the node, then read from its binary form
