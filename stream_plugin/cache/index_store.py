@@ -157,12 +157,13 @@ def _load_current(path: Path, store: Path, identity: str | None) -> OpenedIndex 
 def _decode(data: bytes, store: Path) -> tuple[dict[str, Any], IndexColumns] | None:
     """The header and columns of a binary form; None (logged) when it is cut short or corrupt."""
     try:
-        body, (checksum,) = data[: -_CHECKSUM.size], _CHECKSUM.unpack(data[-_CHECKSUM.size :])
-        if not body.startswith(_MAGIC) or zlib.crc32(body) != checksum:
+        body = memoryview(data)[: -_CHECKSUM.size]  # a view: the columns below are views of ``data`` too
+        (checksum,) = _CHECKSUM.unpack(data[-_CHECKSUM.size :])
+        if body[: len(_MAGIC)] != _MAGIC or zlib.crc32(body) != checksum:
             raise ValueError("wrong magic or checksum")
         (header_size,) = _LENGTH.unpack_from(body, len(_MAGIC))
         header_end = len(_MAGIC) + _LENGTH.size + header_size
-        header = json.loads(body[len(_MAGIC) + _LENGTH.size : header_end])
+        header = json.loads(bytes(body[len(_MAGIC) + _LENGTH.size : header_end]))
         shards, kinds = int(header["num_shards"]), int(header["num_kinds"])
         numbers = np.frombuffer(body, "<i8", offset=header_end)  # (5 * num_shards + num_kinds,)
         if len(numbers) != _FIELDS * shards + kinds:
@@ -170,13 +171,13 @@ def _decode(data: bytes, store: Path) -> tuple[dict[str, Any], IndexColumns] | N
     except (ValueError, KeyError, TypeError, struct.error) as error:
         _log.warning("%s: the parsed index kept here is corrupt (%s); parsing index.json again", store, error)
         return None
-    table = numbers[: _FIELDS * shards].reshape(_FIELDS, shards).astype(np.int64)  # (5, num_shards)
+    table = numbers[: _FIELDS * shards].reshape(_FIELDS, shards).astype(np.int64, copy=False)  # (5, num_shards)
     columns = IndexColumns(
         samples=table[0],
         stored_bytes=table[1],
-        spans=np.ascontiguousarray(table[2:4].T),  # (num_shards, 2)
+        spans=table[2:4].T,  # (num_shards, 2)
         kind_per_shard=table[4],
-        first_of_kind=numbers[_FIELDS * shards :].astype(np.int64),
+        first_of_kind=numbers[_FIELDS * shards :].astype(np.int64, copy=False),
     )
     return header, columns
 

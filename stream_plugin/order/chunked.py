@@ -62,12 +62,13 @@ def plan_rank_batches(
             drop_last=drop_last,
         )
     walker = _NodeWalker(layout, config, int(epoch), piece_samples)
-    full = np.empty((len(share.rows), share.B), dtype=np.int64)  # (n_w, B)
+    rows = share.rows(0, share.num_rows)  # (n_w,)
+    full = np.empty((len(rows), share.B), dtype=np.int64)  # (n_w, B)
     tail = np.zeros(share.tail_size, dtype=np.int64)  # (r,): only the wanted entries are filled
     for node, a, b, want_tail in share.nodes():
         lo = int(layout.edges[node])
         d_B = topology.data_parallel_rank * share.B
-        node_tail = walker.walk(node, share.rows if a < b else share.rows[:0], full, a - lo, b - lo, a - d_B, want_tail)
+        node_tail = walker.walk(node, rows if a < b else rows[:0], full, a - lo, b - lo, a - d_B, want_tail)
         if node_tail is not None:
             tail[int(share.tail_offsets[node]) : int(share.tail_offsets[node + 1])] = node_tail
     if not share.has_last:
@@ -122,16 +123,21 @@ def _pieces(
     piece_samples: int,
     first_samples: int,
 ) -> Iterator[np.ndarray]:
-    B, rows = share.B, share.rows
-    bounds = _piece_bounds(len(rows), B, first_samples)  # (num_pieces + 1,)
+    B = share.B
+    bounds = _piece_bounds(share.num_rows, B, first_samples).tolist()  # (num_pieces + 1,)
     walker = _NodeWalker(layout, config, epoch, piece_samples)
     d_B = topology.data_parallel_rank * B
-    walks = [
-        (a - d_B, b - d_B, walker.walk_pieces(node, rows if a < b else rows[:0], bounds if a < b else bounds[:1],
-                                              a - int(layout.edges[node]), b - int(layout.edges[node]), want_tail))
-        for node, a, b, want_tail in share.nodes()
-    ]  # every node's walk starts here, in node order, as plan_rank_batches's do
-    for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+    first_row = share.first_row if share.num_rows else None
+    walks = []  # every node's walk starts here, in node order, as plan_rank_batches's do
+    for node, a, b, want_tail in share.nodes():
+        lo = int(layout.edges[node])
+        reads_rows = a < b
+        pieces = (share.rows(begin, end) for begin, end in zip(bounds[:-1], bounds[1:])) if reads_rows else iter([])
+        walk = walker.walk_pieces(
+            node, first_row if reads_rows else None, pieces, a - lo, b - lo, want_tail
+        )
+        walks.append((a - d_B, b - d_B, walk))
+    for begin, end in zip(bounds[:-1], bounds[1:]):
         piece = np.empty((end - begin, B), dtype=np.int64)  # (k, B)
         for out_lo, out_hi, walk in walks:
             if out_lo < out_hi:
@@ -165,7 +171,9 @@ class _RankShare:
 
     layout: EpochLayout
     B: int
-    rows: np.ndarray  # int64 (n_w,): this worker's whole batches, ascending
+    first_row: int  # this worker's whole batches are rows first_row, first_row + row_step, ...
+    row_step: int
+    num_rows: int
     has_last: bool
     wanted_tail: np.ndarray  # int64 (k,): positions of the partial batch this rank reads
     tail_size: int
@@ -193,13 +201,19 @@ class _RankShare:
         tail_size = G - int(pads.sum()) if pads.any() else 0
         full_batches = T - (1 if tail_size else 0)
         d, W, w = topology.data_parallel_rank, topology.num_workers, topology.worker
-        rows = np.arange(consumed // G + w, full_batches, W, dtype=np.int64)  # (n_w,) this worker's rows
+        first_row = consumed // G + w
+        num_rows = len(range(first_row, full_batches, W))
         has_last = bool(tail_size) and not drop_last and (full_batches - consumed // G) % W == w
         wanted_tail = (
             _wanted_tail(tail_size, topology.data_parallel_size, d) if has_last else np.zeros(0, np.int64)
         )
         tail_offsets = np.concatenate([[0], np.cumsum(np.diff(layout.edges) - pads)])  # (C + 1,)
-        return cls(layout, B, rows, has_last, wanted_tail, tail_size, tail_offsets, d)
+        return cls(layout, B, first_row, W, num_rows, has_last, wanted_tail, tail_size, tail_offsets, d)
+
+    def rows(self, begin: int, end: int) -> np.ndarray:
+        """This worker's rows ``begin`` to ``end`` (counted among its own): int64 (end - begin,)."""
+        start = self.first_row + begin * self.row_step
+        return np.arange(start, start + (end - begin) * self.row_step, self.row_step, dtype=np.int64)
 
     def nodes(self) -> Iterator[tuple[int, int, int, bool]]:
         """``(node, a, b, want_tail)`` for each node to walk: [a, b) are this rank's columns inside the
@@ -210,7 +224,7 @@ class _RankShare:
             a, b = max(lo, d * B), min(hi, (d + 1) * B)
             in_tail = (self.wanted_tail >= self.tail_offsets[node]) & (self.wanted_tail < self.tail_offsets[node + 1])
             want_tail = bool(in_tail.any())
-            if (a >= b or not len(self.rows)) and not want_tail:
+            if (a >= b or not self.num_rows) and not want_tail:
                 continue
             yield node, a, b, want_tail
 
@@ -267,40 +281,42 @@ class _NodeWalker:
     ) -> np.ndarray | None:
         """Copy columns [col_lo, col_hi) of the node's block at ``rows`` (ascending, whole rows only) into
         ``full[:, out_col:]``; return the node's samples of the partial last row when ``want_tail``."""
-        bounds = np.array([0, len(rows)], dtype=np.int64)
         target = full[:, out_col : out_col + col_hi - col_lo]  # (n_w, col_hi - col_lo)
-        pieces = self.walk_pieces(node, rows, bounds, col_lo, col_hi, want_tail, out=target)
+        first_row = int(rows[0]) if len(rows) else None
+        pieces = self.walk_pieces(node, first_row, iter([rows]), col_lo, col_hi, want_tail, out=target)
         next(pieces)  # the one piece: all of ``rows``, written into ``full``
         return next(pieces) if want_tail else None
 
     def walk_pieces(
         self,
         node: int,
-        rows: np.ndarray,
-        bounds: np.ndarray,
+        first_row: int | None,
+        pieces: Iterator[np.ndarray],
         col_lo: int,
         col_hi: int,
         want_tail: bool,
         *,
         out: np.ndarray | None = None,
     ) -> Iterator[np.ndarray]:
-        """As ``walk``, a piece at a time: yield columns [col_lo, col_hi) of the node's block at
-        ``rows[bounds[j]:bounds[j + 1]]`` for each j in turn (into ``out[bounds[j]:bounds[j + 1]]`` when
-        given), then, when ``want_tail``, the node's samples of the partial last row."""
+        """As ``walk``, a piece at a time: for each piece of rows (ascending, each after the one before,
+        the first starting at ``first_row``; None: no rows), yield columns [col_lo, col_hi) of the node's
+        block at those rows (into ``out``, piece after piece, when given), then, when ``want_tail``, the
+        node's samples of the partial last row."""
         edges, slots = self._layout.edges, self._layout.slots
         lo, hi = int(edges[node]), int(edges[node + 1])
         width = hi - lo
         groups = None if slots.group_of_slot is None else slots.group_of_slot[:, lo:hi]  # (T, g_c)
         readers = self._readers(node)
-        row = int(rows[0]) if len(rows) else slots.num_batches - 1
+        row = slots.num_batches - 1 if first_row is None else first_row
         self._skip_rows(readers, groups, width, 0, row)
         per_chunk = max(1, self._piece_samples // max(width, 1))
-        for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            piece = rows[begin:end]  # (k,) ascending
+        written = 0  # rows of ``out`` written so far
+        for piece in pieces:  # (k,) ascending
             if out is not None:
-                target = out[begin:end]
+                target = out[written : written + len(piece)]
+                written += len(piece)
             else:
-                target = np.empty((end - begin, col_hi - col_lo), dtype=np.int64)  # (k, col_hi - col_lo)
+                target = np.empty((len(piece), col_hi - col_lo), dtype=np.int64)  # (k, col_hi - col_lo)
             done = 0  # rows of ``piece`` copied so far
             while done < len(piece):
                 stop = min(row + per_chunk, int(piece[-1]) + 1)
