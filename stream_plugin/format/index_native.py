@@ -88,6 +88,7 @@ class _Entry(msgspec.Struct, gc=False):
     column_encodings: tuple[str, ...] | None = None
 
 
+_Kind = tuple[str, tuple[str, ...] | None]  # (format, column encodings): shards that share a layout
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ENTRY_LIST = msgspec.json.Decoder(list[_Entry])
 _BYTES, _BASENAME = attrgetter("bytes"), attrgetter("basename")
@@ -171,7 +172,7 @@ def _tile(data: bytes, lengths: np.ndarray, first: int, tail: int) -> np.ndarray
 
 def _decode(view: memoryview, spans: np.ndarray) -> IndexColumns | None:
     """Decode and check the entries at ``spans`` a chunk at a time; their columns."""
-    known: dict[tuple[str, tuple[str, ...] | None], int] = {}
+    known: dict[_Kind, int] = {}
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for begin in range(0, len(spans), _CHUNK_ENTRIES):
         stop = min(begin + _CHUNK_ENTRIES, len(spans))
@@ -196,13 +197,14 @@ def _decode(view: memoryview, spans: np.ndarray) -> IndexColumns | None:
 
 
 def _chunk_columns(
-    entries: list[_Entry], known: dict[tuple[str, tuple[str, ...] | None], int]
+    entries: list[_Entry], known: dict[_Kind, int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """``(samples, stored bytes, kind, hashes of the file names)`` of decoded entries; None when an
     entry needs ``parse_shard_entry`` itself. ``known`` numbers the kinds across chunks."""
     count = len(entries)
-    formats = list(map(_FORMAT, entries))
-    if not dict.fromkeys(formats).keys() <= _FORMATS:
+    keys = list(zip(map(_FORMAT, entries), map(_ENCODINGS, entries)))  # each entry's kind
+    kinds = _kind_ids(keys, known)
+    if kinds is None:
         return None
     samples = np.fromiter(map(_SAMPLES, entries), np.int64, count)
     raw_data, zip_data, raw_meta, zip_meta = (
@@ -217,11 +219,21 @@ def _chunk_columns(
     stored = raw_data.sizes + zip_data.sizes + raw_meta.sizes + np.where(raw_meta.present, zip_meta.sizes, 0)
     names = raw_data.names + zip_data.names + raw_meta.names
     names += [name for name, paired in zip(zip_meta.names, meta_pairs.tolist()) if paired]
-    keys = list(zip(formats, map(_ENCODINGS, entries)))
-    for key in dict.fromkeys(keys):
-        known.setdefault(key, len(known))
-    kinds = np.fromiter(map(known.__getitem__, keys), np.int64, count)
     return samples, stored, kinds, np.fromiter(map(hash, names), np.int64, len(names))
+
+
+def _kind_ids(keys: list[_Kind], known: dict[_Kind, int]) -> np.ndarray | None:
+    """The id of each entry's kind, numbered in order of first appearance across chunks (``known``):
+    int64 (k,); None when a kind's format is not one of ``SHARD_FORMATS``."""
+    distinct = [keys[0]] if keys and keys.count(keys[0]) == len(keys) else list(dict.fromkeys(keys))
+    for key in distinct:
+        if key not in known:
+            if key[0] not in _FORMATS:
+                return None
+            known[key] = len(known)
+    if len(distinct) == 1:  # the usual chunk: one kind
+        return np.full(len(keys), known[distinct[0]], np.int64)
+    return np.fromiter(map(known.__getitem__, keys), np.int64, len(keys))
 
 
 @dataclass(frozen=True)
