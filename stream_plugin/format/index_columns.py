@@ -47,6 +47,7 @@ from stream_plugin.format.shard_columns import (
     TAIL_SHARDS_FIRST,
     TAIL_VERSION_FIRST,
     IndexColumns,
+    stored_bytes,
 )
 from stream_plugin.gc_pause import collection_paused
 
@@ -139,11 +140,6 @@ def columns_of(entries: Sequence[ShardEntry]) -> IndexColumns:
         kind_per_shard=kind_per_shard,
         first_of_kind=np.array(first, np.int64),
     )
-
-
-def stored_bytes(entry: ShardEntry) -> int:
-    """Bytes a fully cached shard may occupy: while decompressed both files exist (raw + compressed)."""
-    return sum(raw.bytes + (zipped.bytes if zipped else 0) for raw, zipped in entry.file_pairs())
 
 
 def _encodings_key(config: Any) -> tuple[str, ...]:

@@ -22,12 +22,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 import numpy as np
 
-from stream_plugin.format.index import MAX_FILE_BYTES, SHARD_FORMATS
+from stream_plugin.errors import IndexFormatError
+from stream_plugin.format.index import INDEX_BASENAME, MAX_FILE_BYTES, SHARD_FORMATS, parse_shard_entry
 from stream_plugin.format.shard_columns import (
     AFTER_ENTRY,
     BASENAME_FIRST,
@@ -39,6 +40,7 @@ from stream_plugin.format.shard_columns import (
     TAIL_VERSION_FIRST,
     WS,
     IndexColumns,
+    stored_bytes,
 )
 
 _HEAD_SHARDS_FIRST = re.compile(HEAD_SHARDS_FIRST.encode())
@@ -88,9 +90,11 @@ class _Entry(msgspec.Struct, gc=False):
     column_encodings: tuple[str, ...] | None = None
 
 
-_Kind = tuple[str, tuple[str, ...] | None]  # (format, column encodings): shards that share a layout
+# (format, column encodings): shards that share a column layout (3 items for unusual encodings)
+_Kind = tuple[str, tuple[str, ...] | None] | tuple[str, None, str]
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ENTRY_LIST = msgspec.json.Decoder(list[_Entry])
+_ANY_LIST = msgspec.json.Decoder(list[Any])
 _BYTES, _BASENAME = attrgetter("bytes"), attrgetter("basename")
 _FORMAT, _SAMPLES, _ENCODINGS = attrgetter("format"), attrgetter("samples"), attrgetter("column_encodings")
 _RAW_DATA, _ZIP_DATA = attrgetter("raw_data"), attrgetter("zip_data")
@@ -177,12 +181,17 @@ def _decode(view: memoryview, spans: np.ndarray) -> IndexColumns | None:
     for begin in range(0, len(spans), _CHUNK_ENTRIES):
         stop = min(begin + _CHUNK_ENTRIES, len(spans))
         text = b"".join((b"[", view[int(spans[begin, 0]) : int(spans[stop - 1, 1])], b"]"))
-        entries = _ENTRY_LIST.decode(text)
-        if len(entries) != stop - begin:
-            return None
-        part = _chunk_columns(entries, known)
-        if part is None:
-            return None
+        try:
+            entries = _ENTRY_LIST.decode(text)
+            part = _chunk_columns(entries, known) if len(entries) == stop - begin else None
+        except msgspec.ValidationError:
+            part = None
+        if part is None:  # an unusual entry (or an invalid one): check the chunk's entries one by one
+            if begin == 0 and stop < len(spans):
+                return None  # unusual from the first chunk on: likely throughout, which the JSON module's scanner does faster
+            part = _entry_by_entry(text, known)
+            if part is None:
+                return None
         parts.append(part)
     samples, stored, kinds, names = (
         np.concatenate([np.zeros(0, np.int64)] + [part[field] for part in parts]) for field in range(4)
@@ -222,7 +231,40 @@ def _chunk_columns(
     return samples, stored, kinds, np.fromiter(map(hash, names), np.int64, len(names))
 
 
-def _kind_ids(keys: list[_Kind], known: dict[_Kind, int]) -> np.ndarray | None:
+def _entry_by_entry(text: bytes, known: dict[_Kind, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """What ``_chunk_columns`` returns for the entries of ``text`` (a JSON list), each decoded as plain
+    Python values (as the JSON module decodes them: the first pass refused ``NaN`` and lone surrogates)
+    and checked by ``parse_shard_entry`` itself; None when one is invalid (``parse_index`` says why)."""
+    samples: list[int] = []
+    stored: list[int] = []
+    keys: list[_Kind] = []
+    names: list[int] = []
+    for config in _ANY_LIST.decode(text):
+        try:
+            entry = parse_shard_entry(config, source=INDEX_BASENAME)
+        except IndexFormatError:
+            return None
+        samples.append(entry.samples)
+        stored.append(stored_bytes(entry))
+        keys.append(_kind_of(entry.format, config.get("column_encodings")))
+        names.extend(hash(info.basename) for pair in entry.file_pairs() for info in pair if info is not None)
+    kinds = _kind_ids(keys, known)
+    if kinds is None:
+        return None
+    return np.array(samples, np.int64), np.array(stored, np.int64), kinds, np.array(names, np.int64)
+
+
+def _kind_of(shard_format: str, encodings: Any) -> _Kind:
+    """The kind key ``_Entry`` gives an entry, for an entry read by the JSON module: column encodings
+    that are not a list of strings make a key no list can share (3 items, not 2)."""
+    if encodings is None:
+        return shard_format, None
+    if type(encodings) is list and all(type(name) is str for name in encodings):
+        return shard_format, tuple(encodings)
+    return shard_format, None, repr(encodings)
+
+
+def _kind_ids(keys: Sequence[_Kind], known: dict[_Kind, int]) -> np.ndarray | None:
     """The id of each entry's kind, numbered in order of first appearance across chunks (``known``):
     int64 (k,); None when a kind's format is not one of ``SHARD_FORMATS``."""
     distinct = [keys[0]] if keys and keys.count(keys[0]) == len(keys) else list(dict.fromkeys(keys))

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stream_plugin.format.index import ShardEntry
+
 WS = "[ \t\n\r]*"  # JSON whitespace, and nothing else
 # The usual layout: ``{"shards": [...], "version": 2}`` in either key order. Each pattern is a ``re``
 # source that matches the same text as ``str`` or as UTF-8 ``bytes``.
@@ -41,6 +43,11 @@ class IndexColumns:
         return len(self.samples)
 
 
+def stored_bytes(entry: ShardEntry) -> int:
+    """Bytes a fully cached shard may occupy: while decompressed both files exist (raw + compressed)."""
+    return sum(raw.bytes + (zipped.bytes if zipped else 0) for raw, zipped in entry.file_pairs())
+
+
 __all__ = [
     "AFTER_ENTRY",
     "BASENAME_FIRST",
@@ -53,4 +60,5 @@ __all__ = [
     "TAIL_VERSION_FIRST",
     "WS",
     "IndexColumns",
+    "stored_bytes",
 ]

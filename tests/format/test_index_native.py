@@ -12,6 +12,7 @@ from support.paths import FIXTURES_DIR
 
 from stream_plugin import CSVWriter, JSONWriter, MDSWriter, merge_index
 from stream_plugin.errors import IndexFormatError
+from stream_plugin.format import index_native
 from stream_plugin.format.index import INDEX_BASENAME, parse_index
 from stream_plugin.format.index_columns import LazyEntries, _scan, parse_columns, stored_bytes
 from stream_plugin.format.index_native import native_columns
@@ -94,9 +95,6 @@ def test_native_scan_reads_the_version_first_layout_and_non_ascii_text() -> None
         _index([_entry(0, samples=10**20)]),  # past int64: parse_index refuses it against the bytes
         _index([_entry(0, extra=float("nan"))]),  # NaN in a key nobody reads
         _index([_entry(0, extra="\ud800")]),  # a lone surrogate
-        _index([_entry(0, hashes="")]),  # a falsy non-list: parse_index reads it as no hashes
-        _index([_entry(0, raw_data={**ENTRY["raw_data"], "basename": "données/s.mds"})]),  # non-ASCII name
-        _index([_entry(0, raw_data={**ENTRY["raw_data"], "basename": "a/./b.mds"})]),
         _index([_entry(0), _entry(0)]),  # one file named by two entries
         # Layouts the separator check must refuse:
         _index([_entry(0), _entry(1), _entry(2)]).replace(b"}, {", b"},  {", 1),
@@ -104,8 +102,8 @@ def test_native_scan_reads_the_version_first_layout_and_non_ascii_text() -> None
         b'{"shards": [], "version": 2, "shards": []}',
     ],
     ids=[
-        "float-samples", "huge-samples", "nan", "lone-surrogate", "falsy-hashes", "non-ascii-name", "dot-name",
-        "twice-named", "uneven-separators", "duplicate-version", "duplicate-shards",
+        "float-samples", "huge-samples", "nan", "lone-surrogate", "twice-named", "uneven-separators",
+        "duplicate-version", "duplicate-shards",
     ],
 )
 def test_native_scan_leaves_what_it_cannot_vouch_for_to_the_json_module(text: bytes) -> None:
@@ -119,6 +117,28 @@ def test_native_scan_leaves_what_it_cannot_vouch_for_to_the_json_module(text: by
         return
     columns, _ = parse_columns(text, source="idx")
     assert columns.samples.tolist() == [entry.samples for entry in expected]
+
+
+@pytest.mark.parametrize(
+    "unusual",
+    [
+        {"hashes": ""},  # a falsy non-list: parse_index reads it as no hashes
+        {"raw_data": {**ENTRY["raw_data"], "basename": "données/s.mds"}},  # a non-ASCII name
+        {"raw_data": {**ENTRY["raw_data"], "basename": "a/./b.mds"}},  # a name check_basename looks into
+        {"column_encodings": "int"},  # not a list: a kind of its own
+    ],
+    ids=["falsy-hashes", "non-ascii-name", "dot-name", "encodings-not-a-list"],
+)
+def test_native_scan_checks_a_chunk_with_an_unusual_entry_entry_by_entry(unusual: dict[str, Any]) -> None:
+    entries = [_entry(number) for number in range(300)]
+    entries[3] = _entry(3, **unusual)
+    text = _index(entries)
+    native = native_columns(text)
+    assert native is not None
+    scanned = _scan(text, source="idx")
+    assert scanned is not None
+    for field in ("samples", "stored_bytes", "spans", "kind_per_shard", "first_of_kind"):
+        assert np.array_equal(getattr(native, field), getattr(scanned, field)), field
 
 
 def test_native_scan_refuses_invalid_utf8_the_json_module_refuses() -> None:
@@ -137,3 +157,18 @@ def test_native_scan_counts_a_compressed_meta_file_only_beside_its_raw_one(tmp_p
     meta = {"raw_meta": {"basename": "m.json", "bytes": 40}, "zip_meta": {"basename": "m.json.zstd", "bytes": 9}}
     entries = [_entry(0, format="json", **meta), _entry(1, format="json"), _entry(2, zip_meta=meta["zip_meta"])]
     _assert_same_columns(_index(entries))
+
+
+@pytest.mark.parametrize("where, native", [(150, True), (3, False)], ids=["later-chunk", "first-chunk"])
+def test_native_scan_leaves_an_index_unusual_from_its_first_chunk_on_to_the_json_module(
+    where: int, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index_native, "_CHUNK_ENTRIES", 100)  # 3 chunks
+    entries = [_entry(number) for number in range(300)]
+    entries[where] = _entry(where, hashes="")
+    text = _index(entries)
+    found = native_columns(text)
+    assert (found is not None) is native
+    columns, parsed = parse_columns(text, source="idx")
+    assert parsed is None and columns.spans is not None
+    assert np.array_equal(columns.spans, _scan(text, source="idx").spans)  # type: ignore[union-attr]
