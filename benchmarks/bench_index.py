@@ -13,8 +13,8 @@ one. Every measurement is a fresh process (the machine is shared: CPU seconds va
 * ``remote cold`` / ``remote warm``: through a ``file://`` remote (MosaicML: the plain path) into an
   empty cache folder, then again into the same cache folder;
 * ``R ranks cold``: R processes of one node (``RANK`` / ``LOCAL_WORLD_SIZE``) open it at once into
-  one empty cache folder; the slowest rank's time and the largest peak RSS are shown. Ours only:
-  MosaicML's ranks need a ``torch.distributed`` group.
+  one empty cache folder, their clocks started together once all have imported; the slowest rank's
+  time and the largest peak RSS are shown. Ours only: MosaicML's ranks need a ``torch.distributed`` group.
 
 Run under ``.venv-peers`` to measure MosaicML Streaming 0.13 in the same run.
 """
@@ -55,8 +55,9 @@ def make_index(folder: Path, num_shards: int) -> None:
     index_path.write_text('{"shards": [' + entries + '], "version": 2}')
 
 
-def open_first_sample(folder: str, cache: str | None, library: str) -> dict[str, float]:
-    """Build the dataset and read its first sample, in this process."""
+def open_first_sample(folder: str, cache: str | None, library: str, *, wait_for_go: bool = False) -> dict[str, float]:
+    """Build the dataset and read its first sample, in this process (after the imports, and with
+    ``wait_for_go`` once the parent says go on standard input: ranks start their clocks together)."""
     if library == MOSAICML:
         from streaming import StreamingDataset
         from streaming.base.util import clean_stale_shared_memory
@@ -67,6 +68,9 @@ def open_first_sample(folder: str, cache: str | None, library: str) -> dict[str,
         from stream_plugin import StreamingDataset  # type: ignore[assignment]
 
         remote = f"file://{folder}"
+    if wait_for_go:
+        print("ready", flush=True)
+        sys.stdin.readline()
     rss_before = peak_rss_mib()
     start, cpu_start = time.perf_counter(), time.process_time()
     if cache is not None:
@@ -95,13 +99,29 @@ def _run(folder: Path, cache: Path | None, library: str) -> dict[str, float]:
 
 
 def _run_ranks(folder: Path, cache: Path | None, ranks: int) -> dict[str, float]:
-    """``ranks`` processes of one node open the dataset at once; the slowest and the largest."""
+    """``ranks`` processes of one node open the dataset at once; the slowest and the largest.
+
+    Each rank imports first and then waits for the others: their clocks start together, as on a node
+    whose ranks import side by side on cores of their own (here, 8 imports of torch would otherwise
+    compete for 2 cores with the first rank's parse).
+    """
     children = []
     for rank in range(ranks):
         env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(ranks), "LOCAL_WORLD_SIZE": str(ranks)}
         children.append(
-            subprocess.Popen(_command(folder, cache, OURS), stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+            subprocess.Popen(
+                [*_command(folder, cache, OURS), "--wait-for-go"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+            )
         )
+    for child in children:
+        assert child.stdout is not None
+        if child.stdout.readline().strip() != "ready":
+            raise RuntimeError("a rank did not get ready")
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
     results = []
     for child in children:
         output, _ = child.communicate(timeout=CHILD_TIMEOUT)
@@ -145,9 +165,10 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=8, help="processes of one node opening at once (ours)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: open this folder in this process
     parser.add_argument("--cache", help=argparse.SUPPRESS)  # internal: through a remote into this cache
+    parser.add_argument("--wait-for-go", action="store_true", help=argparse.SUPPRESS)  # internal: a rank
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(open_first_sample(args.one, args.cache, args.library[0])))
+        print(json.dumps(open_first_sample(args.one, args.cache, args.library[0], wait_for_go=args.wait_for_go)))
         return
     print("open + first sample (wall and CPU seconds, peak RSS MiB of the whole process and before the open;")
     print("for R ranks: the slowest and the largest of the ranks)")

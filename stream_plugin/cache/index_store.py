@@ -36,9 +36,7 @@ from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.index_columns import (
     IndexColumns,
     LazyEntries,
-    decoded_index,
-    index_digest,
-    parse_columns,
+    read_columns,
     stat_key_of,
 )
 
@@ -124,17 +122,12 @@ def _build(path: Path, store: Path, identity: str | None) -> OpenedIndex:
     try:
         with open(path, "rb") as file:
             key = stat_key_of(os.fstat(file.fileno()))
-            text = file.read()
+            columns, parsed, digest = read_columns(file, source=str(path), identity=identity)
     except FileNotFoundError as error:
         raise MissingIndexError(
             f"{path}: expected an index file, found none; point at a folder written by a shard "
             "writer (it holds index.json next to its shards)"
         ) from error
-    digest = index_digest(text, identity)
-    decoded = decoded_index(text)
-    del text  # one copy of the index while it is parsed, not two
-    columns, parsed = parse_columns(decoded, source=str(path))
-    del decoded
     if parsed is not None:
         return OpenedIndex(columns, parsed, digest)
     store_columns(store, path, columns, digest=digest, identity=identity)
@@ -164,12 +157,13 @@ def _load_current(path: Path, store: Path, identity: str | None) -> OpenedIndex 
 def _decode(data: bytes, store: Path) -> tuple[dict[str, Any], IndexColumns] | None:
     """The header and columns of a binary form; None (logged) when it is cut short or corrupt."""
     try:
-        body, (checksum,) = data[: -_CHECKSUM.size], _CHECKSUM.unpack(data[-_CHECKSUM.size :])
-        if not body.startswith(_MAGIC) or zlib.crc32(body) != checksum:
+        body = memoryview(data)[: -_CHECKSUM.size]  # a view: the columns below are views of ``data`` too
+        (checksum,) = _CHECKSUM.unpack(data[-_CHECKSUM.size :])
+        if body[: len(_MAGIC)] != _MAGIC or zlib.crc32(body) != checksum:
             raise ValueError("wrong magic or checksum")
         (header_size,) = _LENGTH.unpack_from(body, len(_MAGIC))
         header_end = len(_MAGIC) + _LENGTH.size + header_size
-        header = json.loads(body[len(_MAGIC) + _LENGTH.size : header_end])
+        header = json.loads(bytes(body[len(_MAGIC) + _LENGTH.size : header_end]))
         shards, kinds = int(header["num_shards"]), int(header["num_kinds"])
         numbers = np.frombuffer(body, "<i8", offset=header_end)  # (5 * num_shards + num_kinds,)
         if len(numbers) != _FIELDS * shards + kinds:
@@ -177,13 +171,13 @@ def _decode(data: bytes, store: Path) -> tuple[dict[str, Any], IndexColumns] | N
     except (ValueError, KeyError, TypeError, struct.error) as error:
         _log.warning("%s: the parsed index kept here is corrupt (%s); parsing index.json again", store, error)
         return None
-    table = numbers[: _FIELDS * shards].reshape(_FIELDS, shards).astype(np.int64)  # (5, num_shards)
+    table = numbers[: _FIELDS * shards].reshape(_FIELDS, shards).astype(np.int64, copy=False)  # (5, num_shards)
     columns = IndexColumns(
         samples=table[0],
         stored_bytes=table[1],
-        spans=np.ascontiguousarray(table[2:4].T),  # (num_shards, 2)
+        spans=table[2:4].T,  # (num_shards, 2)
         kind_per_shard=table[4],
-        first_of_kind=numbers[_FIELDS * shards :].astype(np.int64),
+        first_of_kind=numbers[_FIELDS * shards :].astype(np.int64, copy=False),
     )
     return header, columns
 

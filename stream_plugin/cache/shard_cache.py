@@ -40,8 +40,8 @@ from stream_plugin.errors import (
 from stream_plugin.fileio import atomic_write_bytes, publish
 from stream_plugin.format.compression import decompress_file
 from stream_plugin.format.hashing import hash_names, verify_digests
-from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry, load_index
-from stream_plugin.format.index_columns import decoded_index, index_digest, parse_columns
+from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry
+from stream_plugin.format.index_columns import read_columns
 from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError, store_identity
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
@@ -197,12 +197,10 @@ class ShardCache:
                     self._download(index_name, temporary)
                     # Refuse to publish something that is not an index; the next process would trust it.
                     # The parse is kept (index_store): no process of this node parses the index again.
-                    text = temporary.read_bytes()
-                    digest = index_digest(text, current)
-                    decoded = decoded_index(text)
-                    del text  # one copy of the index while it is parsed, not two
-                    columns, _ = parse_columns(decoded, source=f"{self._remote}/{index_name}")
-                    del decoded
+                    with open(temporary, "rb") as file:
+                        columns, _, digest = read_columns(
+                            file, source=f"{self._remote}/{index_name}", identity=current
+                        )
                     if current is not None:
                         atomic_write_bytes(record, current.encode("utf-8"))
                     else:
@@ -283,13 +281,16 @@ class ShardCache:
         cache folder of a remote stream, in this user's cache for a local-only one (whose folder is the
         user's dataset, never written to).
         """
-        path = self.fetch_index(index_name)
+        return self._kept_index(self.fetch_index(index_name), index_name)
+
+    def _kept_index(self, path: Path, index_name: str) -> OpenedIndex:
+        """The fetched index at ``path``, from the parse this node keeps (parsed now if there is none)."""
         control = self._control if self._remote is not None else kept_index_folder(self._config.local)
         return open_index(path, control, index_name, identity=self.index_identity(index_name))
 
     def open_index(self, index_name: str = INDEX_BASENAME) -> list[ShardEntry]:
-        """Fetch and parse the index, and remember its shards for eviction; return them."""
-        entries = load_index(self.fetch_index(index_name))
+        """Fetch the index, and remember its shards for eviction; return them (each built now)."""
+        entries = list(self.opened_index(index_name).entries)
         self.set_shards(entries)
         return entries
 
@@ -504,7 +505,7 @@ class ShardCache:
         if not self._index_known:
             index = self._local / self._index_name
             if index.is_file():  # fetch_index put it there; a process that never opened it reads it now
-                self.set_shards(load_index(index))
+                self.set_shards(self._kept_index(index, self._index_name).entries)
         with self._known_mutex:
             return list(self._known.values())
 

@@ -2,9 +2,10 @@
 
 A million-shard index is 270 MB of JSON. Holding one validated ``ShardEntry`` per shard costs gigabytes
 and tens of seconds, yet opening a dataset needs only a few numbers per shard (samples, stored bytes)
-and a reader needs the entries of the few shards it opens. So the index is scanned entry by entry (the
-JSON parser's own scanner; nothing but the current entry is held as Python objects), each entry is
-checked exactly as ``parse_shard_entry`` checks it, and what is kept is:
+and a reader needs the entries of the few shards it opens. So the index is scanned entry by entry, each
+entry checked exactly as ``parse_shard_entry`` checks it: by msgspec's native decoder (``index_native``)
+when it can vouch for the result, else by the JSON module's own scanner (nothing but the current entry
+is held as Python objects). What is kept is:
 
 * ``IndexColumns``: numpy columns, plus the byte range of each entry in the index text;
 * ``LazyEntries``: a sequence of ``ShardEntry`` over those ranges, each parsed when first asked for.
@@ -22,10 +23,9 @@ import os
 import re
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from json.decoder import JSONDecoder
-from typing import Any, overload
+from typing import Any, BinaryIO, overload
 
 import numpy as np
 
@@ -37,17 +37,26 @@ from stream_plugin.format.index import (
     parse_index,
     parse_shard_entry,
 )
+from stream_plugin.format.index_native import native_columns
+from stream_plugin.format.shard_columns import (
+    AFTER_ENTRY,
+    HEAD_SHARDS_FIRST,
+    HEAD_VERSION_FIRST,
+    PLAIN_BASENAME,
+    TAIL_CHARS,
+    TAIL_SHARDS_FIRST,
+    TAIL_VERSION_FIRST,
+    IndexColumns,
+    stored_bytes,
+)
 from stream_plugin.gc_pause import collection_paused
 
-_WS = "[ \t\n\r]*"  # JSON whitespace, and nothing else
-_HEAD_SHARDS_FIRST = re.compile(f'{_WS}\\{{{_WS}"shards"{_WS}:{_WS}\\[{_WS}')
-_HEAD_VERSION_FIRST = re.compile(f'{_WS}\\{{{_WS}"version"{_WS}:{_WS}2{_WS},{_WS}"shards"{_WS}:{_WS}\\[{_WS}')
-_TAIL_SHARDS_FIRST = re.compile(f'\\]{_WS},{_WS}"version"{_WS}:{_WS}2{_WS}\\}}{_WS}')
-_TAIL_VERSION_FIRST = re.compile(f"\\]{_WS}\\}}{_WS}")
-_AFTER_ENTRY = re.compile(f"{_WS}(?:,{_WS}|(\\]))")
-_TAIL_CHARS = 256  # the tail regexes match within the last characters of the text
-# Basenames check_basename accepts without a closer look: relative, no component starting with '.'.
-_PLAIN_BASENAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@,-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+=@,-]*)*")
+_HEAD_SHARDS_FIRST = re.compile(HEAD_SHARDS_FIRST)
+_HEAD_VERSION_FIRST = re.compile(HEAD_VERSION_FIRST)
+_TAIL_SHARDS_FIRST = re.compile(TAIL_SHARDS_FIRST)
+_TAIL_VERSION_FIRST = re.compile(TAIL_VERSION_FIRST)
+_AFTER_ENTRY = re.compile(AFTER_ENTRY)
+_PLAIN_BASENAME = re.compile(PLAIN_BASENAME)
 _FORMATS = frozenset(SHARD_FORMATS)
 _ENTRY_CACHE = 4096  # entries a LazyEntries keeps built (a reader asks for each a few times)
 
@@ -59,21 +68,6 @@ def index_digest(index: bytes, identity: str | None) -> str:
     if identity is not None:
         digest.update(b"\0" + identity.encode("utf-8"))
     return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class IndexColumns:
-    """What opening a stream needs of every shard, one array element per shard (in index order)."""
-
-    samples: np.ndarray  # int64 (num_shards,)
-    stored_bytes: np.ndarray  # int64 (num_shards,): raw + compressed bytes of the shard's files
-    spans: np.ndarray | None  # int64 (num_shards, 2): byte range of each entry in the index text
-    kind_per_shard: np.ndarray  # int64 (num_shards,): id of the shard's (format, column encodings)
-    first_of_kind: np.ndarray  # int64 (num_kinds,): the first shard of each kind
-
-    @property
-    def num_shards(self) -> int:
-        return len(self.samples)
 
 
 def decoded_index(data: bytes) -> str | bytes:
@@ -89,13 +83,16 @@ def decoded_index(data: bytes) -> str | bytes:
 
 
 def parse_columns(text: str | bytes, *, source: str) -> tuple[IndexColumns, list[ShardEntry] | None]:
-    """Validate ``text`` (an ``index.json``, or its ``decoded_index``) as ``parse_index`` does; return
-    its columns.
+    """Validate ``text`` (an ``index.json``'s bytes, or its ``decoded_index``) as ``parse_index`` does;
+    return its columns.
 
     The second value is the list of parsed entries when the text needed ``parse_index`` itself (an
     unusual layout), in which case the columns have no spans; otherwise None.
     """
     with collection_paused():  # a few objects per shard and no cycles: see gc_pause
+        columns = native_columns(text) if isinstance(text, bytes) else None
+        if columns is not None:
+            return columns, None
         try:
             columns = _scan(text, source=source)
         except IndexFormatError:
@@ -104,6 +101,26 @@ def parse_columns(text: str | bytes, *, source: str) -> tuple[IndexColumns, list
             return columns, None
         entries = parse_index(text, source=source)
     return columns_of(entries), entries
+
+
+def read_columns(
+    file: BinaryIO, *, source: str, identity: str | None
+) -> tuple[IndexColumns, list[ShardEntry] | None, str]:
+    """Read an open ``index.json`` and return what ``parse_columns`` returns, then its ``index_digest``.
+
+    When the JSON module must parse it, the bytes are dropped once decoded: one copy of a large index
+    is held while it is parsed, not two.
+    """
+    text = file.read()
+    digest = index_digest(text, identity)
+    with collection_paused():
+        columns = native_columns(text)
+    if columns is not None:
+        return columns, None, digest
+    decoded = decoded_index(text)
+    del text
+    columns, parsed = parse_columns(decoded, source=source)
+    return columns, parsed, digest
 
 
 def columns_of(entries: Sequence[ShardEntry]) -> IndexColumns:
@@ -123,11 +140,6 @@ def columns_of(entries: Sequence[ShardEntry]) -> IndexColumns:
         kind_per_shard=kind_per_shard,
         first_of_kind=np.array(first, np.int64),
     )
-
-
-def stored_bytes(entry: ShardEntry) -> int:
-    """Bytes a fully cached shard may occupy: while decompressed both files exist (raw + compressed)."""
-    return sum(raw.bytes + (zipped.bytes if zipped else 0) for raw, zipped in entry.file_pairs())
 
 
 def _encodings_key(config: Any) -> tuple[str, ...]:
@@ -205,7 +217,7 @@ def _scan(text: str | bytes, *, source: str) -> IndexColumns | None:
     head = _HEAD_SHARDS_FIRST.match(document) or _HEAD_VERSION_FIRST.match(document)
     if head is None:
         return None
-    tail_from = max(head.end() - 1, len(document) - _TAIL_CHARS)
+    tail_from = max(head.end() - 1, len(document) - TAIL_CHARS)
     tail_pattern = _TAIL_SHARDS_FIRST if head.re is _HEAD_SHARDS_FIRST else _TAIL_VERSION_FIRST
     tail = _find_tail(tail_pattern, document, tail_from)
     if tail is None:
@@ -420,6 +432,7 @@ __all__ = [
     "columns_of",
     "index_digest",
     "parse_columns",
+    "read_columns",
     "stat_key_of",
     "stored_bytes",
 ]

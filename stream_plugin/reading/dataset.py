@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -621,9 +621,24 @@ class StreamingDataset(MosaicNames, IterableDataset):
             plan = self._cursor.plan_in_worker(**arguments)
         else:
             plan = self._cursor.plan_in_main_process(**arguments)
-        return self._read_pass(plan, self.sample_ids_for(plan, self.topology()), ends_epoch=not num_workers)
+        return self._read_pass(plan, self.sample_id_pieces(plan, self.topology()), ends_epoch=not num_workers)
 
-    def _read_pass(self, plan: IterationPlan, sample_ids: np.ndarray, *, ends_epoch: bool) -> Iterator[Any]:
+    def _read_pass(
+        self, plan: IterationPlan, sample_id_pieces: Iterable[np.ndarray], *, ends_epoch: bool
+    ) -> Iterator[Any]:
+        """Read the pass's samples, a piece of sample ids at a time: each piece is planned and located
+        only when the samples before it are read, so the first sample does not wait for the pass."""
+        try:
+            for sample_ids in sample_id_pieces:
+                yield from self._read_piece(sample_ids)
+        finally:
+            self._next_read[:] = None, None, 0
+        # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
+        # generator) keeps its position so that state_dict() still describes it.
+        if ends_epoch:
+            self._cursor.end(plan)
+
+    def _read_piece(self, sample_ids: np.ndarray) -> Iterator[Any]:
         shard_ids, offsets = self._table.locate(sample_ids)
         per_sample = None
         if _overrides(self, "__getitem__"):
@@ -635,19 +650,16 @@ class StreamingDataset(MosaicNames, IterableDataset):
         )
         if self.transform is not None and per_sample is None:
             samples = map(self.transform, samples)
-        try:
-            yield from samples
-        finally:
-            self._next_read[:] = None, None, 0
-        # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
-        # generator) keeps its position so that state_dict() still describes it.
-        if ends_epoch:
-            self._cursor.end(plan)
+        yield from samples
 
     def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
         """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""
+        return np.concatenate([np.zeros(0, np.int64), *self.sample_id_pieces(plan, topology)])
+
+    def sample_id_pieces(self, plan: IterationPlan, topology: Topology) -> Iterator[np.ndarray]:
+        """``sample_ids_for`` in pieces, in order, each planned when asked for (the first is small)."""
         check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
-        batches = self._planner.rank_batches(
+        return self._planner.rank_batch_pieces(
             plan.epoch,
             epoch_batch_size=plan.epoch_batch_size,
             num_canonical_nodes=plan.num_canonical_nodes,
@@ -657,7 +669,6 @@ class StreamingDataset(MosaicNames, IterableDataset):
             topology=topology,
             drop_last=self.drop_last,
         )
-        return batches.flat()
 
 
 def _overrides(dataset: StreamingDataset, name: str) -> bool:

@@ -8,14 +8,14 @@ keeps the last ones it built.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from stream_plugin.order.batching import epoch_batches
-from stream_plugin.order.chunked import plan_rank_batches
+from stream_plugin.order.chunked import iter_rank_batches
 from stream_plugin.order.layout import AllSamples, Chosen
-from stream_plugin.order.partition import RankBatches
 from stream_plugin.order.plan import DatasetShape, EpochOrder, OrderConfig, plan_epoch
 from stream_plugin.order.sampling import epoch_samples
 from stream_plugin.order.topology import Topology
@@ -120,7 +120,18 @@ class EpochPlanner:
             self._orders.popitem(last=False)
         return order
 
-    def rank_batches(
+    def _rank_inputs(
+        self, epoch: int, epoch_batch_size: int, num_canonical_nodes: int, device_batch_size: int
+    ) -> tuple[DatasetShape, list[Chosen], OrderConfig, int]:
+        """The shape, chosen samples, order settings and epoch a rank's planning starts from."""
+        config = self._config(
+            global_batch_size=epoch_batch_size,
+            num_canonical_nodes=num_canonical_nodes,
+            device_batch_size=device_batch_size,
+        )
+        return self._shape, self._planning_chosen(epoch), config, epoch
+
+    def rank_batch_pieces(
         self,
         epoch: int,
         *,
@@ -131,18 +142,11 @@ class EpochPlanner:
         global_batch_size: int,
         topology: Topology,
         drop_last: bool,
-    ) -> RankBatches:
-        """What ``topology``'s (rank, worker) reads of ``epoch`` from ``consumed`` on, planning only that."""
-        config = self._config(
-            global_batch_size=epoch_batch_size,
-            num_canonical_nodes=num_canonical_nodes,
-            device_batch_size=device_batch_size,
-        )
-        return plan_rank_batches(
-            self._shape,
-            self._planning_chosen(epoch),
-            config,
-            epoch,
+    ) -> Iterator[np.ndarray]:
+        """The sample ids ``topology``'s (rank, worker) reads of ``epoch`` from ``consumed`` on, in order,
+        in pieces, each planned when asked for (``iter_rank_batches``): only what it reads is planned."""
+        return iter_rank_batches(
+            *self._rank_inputs(epoch, epoch_batch_size, num_canonical_nodes, device_batch_size),
             consumed=consumed,
             global_batch_size=global_batch_size,
             topology=topology,

@@ -21,7 +21,7 @@ from stream_plugin.cache import CacheConfig, ShardCache
 from stream_plugin.cache.locks import ControlFolder
 from stream_plugin.errors import RemoteChangedError
 from stream_plugin.format.index import INDEX_BASENAME, load_index, write_index
-from stream_plugin.format.index_columns import parse_columns
+from stream_plugin.format.index_columns import read_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,12 +31,12 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The sources of every index parse this process makes from now on."""
     seen: list[str] = []
 
-    def counting(text: bytes, *, source: str) -> Any:
+    def counting(file: Any, *, source: str, identity: str | None) -> Any:
         seen.append(source)
-        return parse_columns(text, source=source)
+        return read_columns(file, source=source, identity=identity)
 
-    monkeypatch.setattr(index_store, "parse_columns", counting)
-    monkeypatch.setattr(shard_cache, "parse_columns", counting)
+    monkeypatch.setattr(index_store, "read_columns", counting)
+    monkeypatch.setattr(shard_cache, "read_columns", counting)
     return seen
 
 
@@ -150,13 +150,13 @@ _RANK = textwrap.dedent(
     import stream_plugin.cache.index_store as index_store
     import stream_plugin.cache.shard_cache as shard_cache
     from stream_plugin.cache import CacheConfig, ShardCache
-    from stream_plugin.format.index_columns import parse_columns
+    from stream_plugin.format.index_columns import read_columns
 
     parses = []
-    def counting(text, *, source):
+    def counting(file, *, source, identity):
         parses.append(source)
-        return parse_columns(text, source=source)
-    index_store.parse_columns = shard_cache.parse_columns = counting
+        return read_columns(file, source=source, identity=identity)
+    index_store.read_columns = shard_cache.read_columns = counting
     local, remote = sys.argv[1:3]
     remote = None if remote == "-" else remote
     opened = ShardCache(CacheConfig(local=local, remote=remote)).opened_index()
@@ -216,3 +216,27 @@ def test_a_local_only_dataset_folder_is_never_written_and_keeps_its_parse_in_the
     assert sorted(path.name for path in dataset.remote.iterdir()) == before
     assert len(parses) == 1  # the second open loaded the kept parse
     assert kept_index_folder(dataset.remote).index_columns(INDEX_BASENAME).is_file()
+
+
+def test_eviction_lists_the_stream_from_the_kept_parse_not_index_json(
+    make_dataset: Callable[..., Any], local: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stream_plugin.format.index as index_module
+
+    dataset = make_dataset(shards=4, shard_bytes=1000)
+    _cache(local, dataset.remote).opened_index()  # the node's parse, kept
+    whole_parses: list[str] = []
+    parse_index = index_module.parse_index
+
+    def counting(text: Any, *, source: str = INDEX_BASENAME) -> Any:
+        whole_parses.append(source)
+        return parse_index(text, source=source)
+
+    monkeypatch.setattr(index_module, "parse_index", counting)
+    limit = 2 * max(entry.raw_data.bytes for entry in dataset.entries)
+    cache = ShardCache(CacheConfig(local=str(local), remote=str(dataset.remote), cache_limit=limit))
+    cache.fetch_index()  # no set_shards: eviction lists the stream's shards by itself
+    for entry in dataset.entries:
+        cache.ensure(entry)
+    assert cache.stats.snapshot().bytes_evicted > 0
+    assert (len(parses), whole_parses) == (1, [])  # parsed once for the node, then read from its binary form

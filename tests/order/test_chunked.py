@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from stream_plugin.errors import StateError
-from stream_plugin.order.chunked import plan_rank_batches
+from stream_plugin.order.chunked import iter_rank_batches, plan_rank_batches
 from stream_plugin.order.layout import AllSamples, DatasetShape, group_runs, shuffled_shard_order
 from stream_plugin.order.partition import RankBatches, rank_last_size, rank_worker_batches, split_tail
 from stream_plugin.order.plan import OrderConfig, plan_epoch
@@ -64,6 +64,16 @@ def _compare(shape, chosen, config, epoch, *, consumed, ranks, workers, drop_las
         whole = rank_worker_batches(order, **arguments)  # type: ignore[arg-type]
         chunked = plan_rank_batches(shape, chosen, config, epoch, piece_samples=piece, **arguments)  # type: ignore[arg-type]
         _assert_same(chunked, whole)
+        _assert_same_in_pieces(shape, chosen, config, epoch, whole, piece=piece, **arguments)
+
+
+def _assert_same_in_pieces(shape, chosen, config, epoch, whole, *, piece, **arguments) -> None:  # type: ignore[no-untyped-def]
+    """``iter_rank_batches`` yields ``whole.flat()`` in pieces, from a first piece of 3 samples (so a pass has many pieces)."""
+    for first in (3,):
+        pieces = list(
+            iter_rank_batches(shape, chosen, config, epoch, piece_samples=piece, first_samples=first, **arguments)
+        )
+        np.testing.assert_array_equal(np.concatenate([np.zeros(0, np.int64), *pieces]), whole.flat())
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -129,10 +139,9 @@ def test_chunked_planning_matches_whole_planning_after_a_batch_size_change() -> 
     for consumed, G in ((13, 8), (16, 12), (3, 6)):
         for topology in _topologies(2, 2):
             arguments = dict(consumed=consumed, global_batch_size=G, topology=topology)
-            _assert_same(
-                plan_rank_batches(shape, chosen, config, 0, **arguments),  # type: ignore[arg-type]
-                rank_worker_batches(order, **arguments),  # type: ignore[arg-type]
-            )
+            whole = rank_worker_batches(order, **arguments)  # type: ignore[arg-type]
+            _assert_same(plan_rank_batches(shape, chosen, config, 0, **arguments), whole)  # type: ignore[arg-type]
+            _assert_same_in_pieces(shape, chosen, config, 0, whole, piece=1 << 21, **arguments)
 
 
 def test_all_samples_plans_like_the_id_array() -> None:
@@ -207,3 +216,27 @@ def test_copy_range_of_many_runs_matches_the_runs_one_by_one(lazy: bool) -> None
         bounds = runs.copy_range(begin, end, out)
         np.testing.assert_array_equal(out, expected[begin:end])
         assert bounds[0] == 0 and bounds[-1] == end - begin
+
+
+def test_the_first_piece_of_a_long_pass_plans_only_its_own_samples() -> None:
+    """Asking for the first sample of a 1M-sample pass reads about ``first_samples`` ids from the spans."""
+    shape = _shape([[1000] * 1000])
+    config = OrderConfig(shuffle=True, shuffle_algo="block", num_canonical_nodes=2, global_batch_size=8)
+    read: list[int] = []
+    original = SpanReader.read
+
+    def counting(self: SpanReader, count: int) -> np.ndarray:
+        read.append(count)
+        return original(self, count)
+
+    pieces = iter_rank_batches(
+        shape, [AllSamples(1_000_000)], config, 0, consumed=0, global_batch_size=8, topology=Topology(),
+        piece_samples=1 << 16, first_samples=1 << 10,
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SpanReader, "read", counting)
+        first = next(pieces)
+        assert len(first) == 1 << 10
+        assert 0 < sum(read) <= 1 << 17  # a span chunk per node, not the pass's million samples
+        rest = np.concatenate([first, *pieces])
+    assert sum(read) == 1_000_000 and np.array_equal(np.sort(rest), np.arange(1_000_000))
