@@ -37,12 +37,17 @@ class Prefetcher:
         max_threads: int = 4,
         *,
         evictable: bool = True,
+        more: Callable[[], np.ndarray | None] | None = None,
     ) -> None:
         """``prepare(shard_id)`` makes one shard present (``ShardCache.ensure``, or a dataset's lookup
         of the stream cache that owns a global shard id); ``num_shards`` bounds the ids.
 
         ``evictable=False`` (no cache_limit) remembers every shard once prepared: nothing can remove
         it, so it is never checked again.
+
+        ``more()``, called once when the window first reaches past ``upcoming_shards``, returns the shard
+        ids of the samples read after them (the next piece of a pass), or None: their downloads start
+        while the last ``predownload`` samples of these are read, so a piece boundary never stalls.
         """
         _check_arguments(num_shards, upcoming_shards, predownload, max_threads)
         self._prepare = prepare
@@ -56,6 +61,7 @@ class Prefetcher:
         self._position = 0
         self._scheduled_until = 0  # positions [.., _scheduled_until) have their shard scheduled
         self._evictable = evictable
+        self._more = more
         self._closed = False
 
     @classmethod
@@ -117,7 +123,13 @@ class Prefetcher:
         if position < self._position:  # moved backwards (a restart): schedule the window afresh
             self._scheduled_until = position
         self._position = position
-        end = min(len(self._upcoming), position + max(self._predownload, 1))
+        want = position + max(self._predownload, 1)
+        if want > len(self._upcoming) and self._more is not None:
+            more, self._more = self._more, None
+            following = more()
+            if following is not None and len(following):
+                self._upcoming = np.concatenate([self._upcoming, np.asarray(following, np.int64)])
+        end = min(len(self._upcoming), want)
         for index in range(max(position, self._scheduled_until), end):
             shard = int(self._upcoming[index])
             self._last_needed[shard] = index

@@ -627,10 +627,23 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self, plan: IterationPlan, sample_id_pieces: Iterable[np.ndarray], *, ends_epoch: bool
     ) -> Iterator[Any]:
         """Read the pass's samples, a piece of sample ids at a time: each piece is planned and located
-        only when the samples before it are read, so the first sample does not wait for the pass."""
+        only when the samples before it are read, so the first sample does not wait for the pass. The
+        prefetcher asks for the next piece as its window reaches the end of the current one
+        (``locate_next``), so the next piece's shards download while this one is read."""
+        pieces = iter(sample_id_pieces)
+        located: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+        def locate_next() -> np.ndarray | None:
+            sample_ids = next(pieces, None)
+            if sample_ids is None:
+                return None
+            shard_ids, offsets = self._table.locate(sample_ids)
+            located.append((sample_ids, shard_ids, offsets))
+            return shard_ids
+
         try:
-            for sample_ids in sample_id_pieces:
-                yield from self._read_piece(sample_ids)
+            while located or locate_next() is not None:
+                yield from self._read_piece(*located.pop(0), more=locate_next)
         finally:
             self._next_read[:] = None, None, 0
         # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
@@ -638,15 +651,26 @@ class StreamingDataset(MosaicNames, IterableDataset):
         if ends_epoch:
             self._cursor.end(plan)
 
-    def _read_piece(self, sample_ids: np.ndarray) -> Iterator[Any]:
-        shard_ids, offsets = self._table.locate(sample_ids)
+    def _read_piece(
+        self,
+        sample_ids: np.ndarray,
+        shard_ids: np.ndarray,
+        offsets: np.ndarray,
+        *,
+        more: Callable[[], np.ndarray | None],
+    ) -> Iterator[Any]:
         per_sample = None
         if _overrides(self, "__getitem__"):
             per_sample = PerSample(sample_ids, self.__getitem__, self._next_read)
         elif _overrides(self, "get_item"):
             per_sample = PerSample(sample_ids, self.get_item, self._next_read)
         samples = read_samples(
-            self._shard_access(), shard_ids, offsets, predownload=self.predownload, per_sample=per_sample
+            self._shard_access(),
+            shard_ids,
+            offsets,
+            predownload=self.predownload,
+            per_sample=per_sample,
+            more=more,
         )
         if self.transform is not None and per_sample is None:
             samples = map(self.transform, samples)

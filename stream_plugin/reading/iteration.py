@@ -51,16 +51,18 @@ def read_samples(
     *,
     predownload: int | None,
     per_sample: PerSample | None = None,
+    more: Callable[[], np.ndarray | None] | None = None,
 ) -> Iterator[Any]:
     """Yield the samples at ``(shard_ids[i], offsets[i])`` in order, prefetching the shards they need.
 
     With ``per_sample``, sample ``i`` is ``per_sample.fetch(sample_ids[i])`` (a subclass that overrides
-    ``get_item``), its reader and offset put in ``per_sample.slot`` first.
+    ``get_item``), its reader and offset put in ``per_sample.slot`` first. ``more()`` gives the shard ids
+    of the samples read after these (the next piece of the pass), to prefetch them in time.
     """
     # Moving the prefetch window costs Python work per sample it covers, so move it in strides.
     stride = max(1, (predownload or 512) // 8)
     num_shards = access.num_shards
-    with access.prefetch(shard_ids, predownload=predownload) as prefetcher:
+    with access.prefetch(shard_ids, predownload=predownload, more=more) as prefetcher:
         if num_shards <= access.max_open:
             reads = _lazy_reads(access, num_shards)
             if per_sample is None:

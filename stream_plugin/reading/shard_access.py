@@ -8,7 +8,7 @@ Nothing here is pickled: DataLoader workers build their own from the dataset's p
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,14 +110,22 @@ class ShardAccess:
             found[1].close()
 
     @contextmanager
-    def prefetch(self, shard_ids: np.ndarray, *, predownload: int | None) -> Iterator[Prefetcher]:
-        """Download, in background threads, the shards of the upcoming samples (``shard_ids``) in order."""
+    def prefetch(
+        self,
+        shard_ids: np.ndarray,
+        *,
+        predownload: int | None,
+        more: Callable[[], np.ndarray | None] | None = None,
+    ) -> Iterator[Prefetcher]:
+        """Download, in background threads, the shards of the upcoming samples (``shard_ids``) in order;
+        ``more`` gives the shard ids that follow them (``Prefetcher``)."""
         prefetcher = Prefetcher(
             self.prepare,
             len(self._entries),
             shard_ids,
             predownload=_DEFAULT_PREDOWNLOAD if predownload is None else predownload,
             evictable=any(spec.config.cache_limit is not None for spec in self._specs),
+            more=more,
         )
         try:
             yield prefetcher

@@ -122,3 +122,26 @@ def test_invalid_arguments_are_refused(
     dataset, _, cache = _setup(make_dataset, local, counting_store)
     with pytest.raises(ConfigError, match=message):
         Prefetcher.for_cache(cache, dataset.entries, upcoming, predownload=predownload)
+
+
+def test_more_is_asked_once_when_the_window_reaches_past_the_upcoming_shards() -> None:
+    prepared: list[int] = []
+    asked: list[bool] = []
+
+    def more() -> np.ndarray:
+        asked.append(True)
+        return np.array([3, 4], np.int64)
+
+    def prepare(shard: int) -> Path:
+        prepared.append(shard)
+        return Path(".")
+
+    with Prefetcher(prepare, 5, np.array([0, 1, 2]), predownload=2, max_threads=1, more=more) as prefetcher:
+        prefetcher.wait(0)
+        assert asked == []  # the window [0, 2) is inside the upcoming shards
+        prefetcher.wait(2)  # the window [2, 4) reaches past them: the next shards are scheduled too
+        prefetcher.wait(3)
+        prefetcher.advance(4)
+        prefetcher.wait(4)
+        assert asked == [True]
+    assert sorted(prepared) == [0, 1, 2, 3, 4]

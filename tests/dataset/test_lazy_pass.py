@@ -4,6 +4,7 @@ first sample of a long epoch waits for the first piece only."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from stream_plugin.order.partition import rank_worker_batches
 from stream_plugin.order.span_reader import SpanReader
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.cursor import IterationPlan
+from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.reading.shard_table import ShardTable
 
 SAMPLES = 20_000  # more than the first piece (4,096 samples), so a pass has several pieces
@@ -91,3 +93,30 @@ def test_first_sample_of_a_big_epoch_plans_and_locates_only_the_first_piece(
     assert located == [4096]
     assert 0 < sum(planned) <= 1 << 21  # one span reader's piece at most, not the 200,000 samples...
     assert sum(planned) < len(dataset)  # ...whatever the piece size
+
+
+def test_the_next_piece_downloads_while_the_last_samples_of_a_piece_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = write_ids(tmp_path / "small-shards", range(6_000), size_limit=1 << 9, payload=1)  # ~30 per shard
+    yielded = [0]
+    requested_at: dict[int, int] = {}
+    prepare = ShardAccess.prepare
+
+    def recording(self: ShardAccess, shard_id: int) -> Path:
+        requested_at.setdefault(int(shard_id), yielded[0])
+        return prepare(self, shard_id)
+
+    monkeypatch.setattr(ShardAccess, "prepare", recording)
+    dataset = StreamingDataset(remote=remote.as_uri(), local=str(tmp_path / "cache"), batch_size=1, predownload=64)
+    shard_of = dataset._table.locate(np.arange(6_000))[0]
+    for sample in dataset:
+        assert int(sample["id"]) == yielded[0]
+        yielded[0] += 1
+        if 4_000 <= yielded[0] < 4_096:
+            time.sleep(0.002)  # give the prefetch threads time to start what the window asked for
+    boundary = int(shard_of[4_096])
+    if boundary == shard_of[4_095]:  # the first shard the second piece has to itself
+        boundary += 1
+    # The first piece holds 4,096 samples; the second piece's shards were asked for before it began.
+    assert requested_at[boundary] < 4_096, requested_at[boundary]
