@@ -132,13 +132,7 @@ def test_native_scan_leaves_what_it_cannot_vouch_for_to_the_json_module(text: by
 def test_native_scan_checks_a_chunk_with_an_unusual_entry_entry_by_entry(unusual: dict[str, Any]) -> None:
     entries = [_entry(number) for number in range(300)]
     entries[3] = _entry(3, **unusual)
-    text = _index(entries)
-    native = native_columns(text)
-    assert native is not None
-    scanned = _scan(text, source="idx")
-    assert scanned is not None
-    for field in ("samples", "stored_bytes", "spans", "kind_per_shard", "first_of_kind"):
-        assert np.array_equal(getattr(native, field), getattr(scanned, field)), field
+    _assert_same_columns(_index(entries))
 
 
 def test_native_scan_refuses_invalid_utf8_the_json_module_refuses() -> None:
