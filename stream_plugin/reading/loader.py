@@ -17,7 +17,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.reading.cursor import IterationPlan, persistent_worker_plan
 from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.reading.passes import LoaderPass
-from stream_plugin.reading.transport import PackedCollate
+from stream_plugin.reading.transport import PackedCollate, widen_result_pipe
 
 
 def collate_zero_copy(batch: list[Any]) -> Any:
@@ -96,6 +96,14 @@ class StreamingDataLoader(DataLoader):
         # Persistent workers plan their later passes on their own; remember how they started.
         self._workers: _PersistentWorkers | None = None
         self._worker_passes = 0
+
+    def _get_iterator(self) -> Any:
+        """torch's iterator (workers started here), with the workers' result pipe widened to carry a
+        whole batch in one write (``transport.widen_result_pipe``)."""
+        iterator = super()._get_iterator()
+        if self.num_workers:
+            widen_result_pipe(iterator)
+        return iterator
 
     @property
     def _streaming(self) -> StreamingDataset | None:

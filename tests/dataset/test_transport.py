@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 from collections.abc import Iterator
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
@@ -16,7 +17,13 @@ from torch.utils.data import IterableDataset
 from stream_plugin import StreamingDataLoader, StreamingDataset
 from stream_plugin.reading import dataset as dataset_module
 from stream_plugin.reading import transport
-from stream_plugin.reading.transport import SHARED_BYTES_MIN, SMALL_TENSOR_BYTES, PackedCollate
+from stream_plugin.reading.transport import (
+    RESULT_PIPE_BYTES,
+    SHARED_BYTES_MIN,
+    SMALL_TENSOR_BYTES,
+    PackedCollate,
+    widen_result_pipe,
+)
 
 
 def _payload(index: int, size: int) -> bytes:
@@ -202,3 +209,24 @@ def test_a_streaming_dataset_settles_the_heap_of_the_process_that_reads_it(
     dataset = StreamingDataset(local=str(remote_1k), batch_size=500)
     in_worker = list(StreamingDataLoader(dataset, batch_size=500, num_workers=1, collate_fn=_report_settled))
     assert [batch["settled"] for batch in in_worker] == [[True], [True]]  # the worker's, in the worker
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pipe sizes are Linux's")
+def test_the_workers_result_pipe_holds_a_whole_batch(remote_1k: Path) -> None:
+    import fcntl
+
+    loader = StreamingDataLoader(StreamingDataset(local=str(remote_1k), batch_size=100), batch_size=100, num_workers=1)
+    iterator = loader._get_iterator()
+    try:
+        reader = iterator._worker_result_queue._reader
+        assert fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ) >= min(
+            RESULT_PIPE_BYTES, int(Path("/proc/sys/fs/pipe-max-size").read_text())
+        )
+        assert len(next(iterator)["id"]) == 100
+    finally:
+        iterator._shutdown_workers()
+
+
+def test_widen_result_pipe_leaves_an_iterator_without_one_alone() -> None:
+    assert widen_result_pipe(object()) == 0
+    assert widen_result_pipe(iter(StreamingDataLoader(_Payloads(4, 4), batch_size=2))) == 0  # no workers
