@@ -309,7 +309,31 @@ def _byte_offsets(document: str, spans: np.ndarray) -> np.ndarray:
     return result.reshape(spans.shape)  # (num_shards, 2)
 
 
-class LazyEntries(Sequence[ShardEntry]):
+class _EntrySequence(Sequence[ShardEntry]):
+    """A sequence of shard entries built on demand: subclasses give ``__len__`` and ``_at`` (an index
+    already checked to be in range)."""
+
+    def _at(self, number: int) -> ShardEntry:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> ShardEntry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ShardEntry]: ...
+
+    def __getitem__(self, index: int | slice) -> ShardEntry | list[ShardEntry]:
+        if isinstance(index, slice):
+            return [self._at(number) for number in range(*index.indices(len(self)))]
+        number = int(index)
+        if number < 0:
+            number += len(self)
+        if not 0 <= number < len(self):
+            raise IndexError(f"shard {index} of an index of {len(self)} shards")
+        return self._at(number)
+
+
+class LazyEntries(_EntrySequence):
     """The ``ShardEntry`` of each shard, parsed from its byte range of the index text when asked for.
 
     ``text`` is the index's bytes or a memory map of its file; pickling sends the file's path (and its
@@ -351,20 +375,7 @@ class LazyEntries(Sequence[ShardEntry]):
     def __len__(self) -> int:
         return len(self._spans)
 
-    @overload
-    def __getitem__(self, index: int) -> ShardEntry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[ShardEntry]: ...
-
-    def __getitem__(self, index: int | slice) -> ShardEntry | list[ShardEntry]:
-        if isinstance(index, slice):
-            return [self._entry(number) for number in range(*index.indices(len(self)))]
-        number = int(index)
-        if number < 0:
-            number += len(self)
-        if not 0 <= number < len(self):
-            raise IndexError(f"shard {index} of an index of {len(self)} shards")
+    def _at(self, number: int) -> ShardEntry:
         return self._entry(number)
 
     def __iter__(self) -> Iterator[ShardEntry]:
@@ -393,7 +404,7 @@ def stat_key_of(stat: os.stat_result) -> tuple[int, ...]:
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
-class ConcatenatedEntries(Sequence[ShardEntry]):
+class ConcatenatedEntries(_EntrySequence):
     """Several streams' entries as one sequence, numbered globally in stream order."""
 
     def __init__(self, parts: Sequence[Sequence[ShardEntry]]) -> None:
@@ -403,20 +414,7 @@ class ConcatenatedEntries(Sequence[ShardEntry]):
     def __len__(self) -> int:
         return int(self._offsets[-1])
 
-    @overload
-    def __getitem__(self, index: int) -> ShardEntry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[ShardEntry]: ...
-
-    def __getitem__(self, index: int | slice) -> ShardEntry | list[ShardEntry]:
-        if isinstance(index, slice):
-            return [self[number] for number in range(*index.indices(len(self)))]
-        number = int(index)
-        if number < 0:
-            number += len(self)
-        if not 0 <= number < len(self):
-            raise IndexError(f"shard {index} of {len(self)} shards")
+    def _at(self, number: int) -> ShardEntry:
         part = int(np.searchsorted(self._offsets, number, side="right")) - 1
         return self._parts[part][number - int(self._offsets[part])]
 

@@ -486,7 +486,8 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     def _loader_pass(self, plan: IterationPlan) -> LoaderPass:
         """The counts a loader needs for ``plan``'s pass, without planning the order."""
-        full, tail = self._remaining_counts(plan)
+        samples = self.samples_in_epoch(plan.epoch_batch_size)
+        full, tail = self._remaining_counts(plan, samples)
         drop = self.drop_last or not tail
         size, real = (0, 0) if drop else rank_last_size(tail, self.data_parallel_size, self.world.rank // self.replication)
         return LoaderPass(
@@ -494,16 +495,16 @@ class StreamingDataset(MosaicNames, IterableDataset):
             batches=full + (0 if drop else 1),
             device_batch_size=self._device_batch_size(),
             global_batch_size=self.global_batch_size,
-            samples_in_epoch=self.samples_in_epoch(plan.epoch_batch_size),
+            samples_in_epoch=samples,
             last_batch_size=size,
             last_batch_real=real,
         )
 
-    def _remaining_counts(self, plan: IterationPlan) -> tuple[int, int]:
-        """``(whole global batches, samples of a partial last one)`` of ``plan``'s pass, without planning it."""
+    def _remaining_counts(self, plan: IterationPlan, samples: int) -> tuple[int, int]:
+        """``(whole global batches, samples of a partial last one)`` of ``plan``'s pass, whose epoch holds
+        ``samples`` (``samples_in_epoch``), without planning it."""
         check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
         epoch_batch_size = plan.epoch_batch_size
-        samples = self.samples_in_epoch(epoch_batch_size)
         consumed = check_consumed_count(
             samples, -(-samples // epoch_batch_size), epoch_batch_size, plan.start
         )
