@@ -130,14 +130,30 @@ class Prefetcher:
             if following is not None and len(following):
                 self._upcoming = np.concatenate([self._upcoming, np.asarray(following, np.int64)])
         end = min(len(self._upcoming), want)
-        for index in range(max(position, self._scheduled_until), end):
-            shard = int(self._upcoming[index])
-            self._last_needed[shard] = index
-            if shard not in self._futures:  # submitted in order: the pool starts the earliest first
-                self._futures[shard] = self._executor.submit(self._prepare, shard)
+        begin = max(position, self._scheduled_until)
+        if begin < end:
+            self._schedule(begin, end)
         self._scheduled_until = max(self._scheduled_until, end)
         if self._evictable:
             self._forget_before(position)
+
+    def _schedule(self, begin: int, end: int) -> None:
+        """Submit the shards of positions [begin, end) not yet submitted, in the order they are first
+        needed (the pool starts the earliest first), and note the last position that needs each.
+
+        The window passes over every sample of a pass once, so this is per-sample work: it is done with
+        C-level dict and set operations (numpy's fixed cost per call is too much for a stride of 64).
+        Once every shard in the window is submitted, no Python code runs per sample.
+        """
+        window = self._upcoming[begin:end].tolist()
+        if self._evictable:
+            self._last_needed.update(zip(window, range(begin, end)))  # later positions overwrite earlier
+        in_order = dict.fromkeys(window)  # the window's shards, first-needed first
+        fresh = in_order.keys() - self._futures.keys()
+        if fresh:
+            for shard in in_order:
+                if shard in fresh:
+                    self._futures[shard] = self._executor.submit(self._prepare, shard)
 
     def _forget_before(self, position: int) -> None:
         """Drop finished downloads no sample from ``position`` on needs: a later need re-checks the cache."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -44,7 +44,7 @@ from stream_plugin.reading.dataset_compat import (
 )
 from stream_plugin.reading.epochs import EpochPlanner
 from stream_plugin.reading.heap import settle_heap
-from stream_plugin.reading.iteration import PerSample, read_samples
+from stream_plugin.reading.iteration import PerSample, chain_blocks, sample_blocks
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.sample_access import select_samples
 from stream_plugin.reading.shard_access import ShardAccess
@@ -630,7 +630,13 @@ class StreamingDataset(MosaicNames, IterableDataset):
         """Read the pass's samples, a piece of sample ids at a time: each piece is planned and located
         only when the samples before it are read, so the first sample does not wait for the pass. The
         prefetcher asks for the next piece as its window reaches the end of the current one
-        (``locate_next``), so the next piece's shards download while this one is read."""
+        (``locate_next``), so the next piece's shards download while this one is read. The samples
+        come through ``chain_blocks``: no Python frame per sample between the reader and the caller."""
+        return chain_blocks(self._pass_blocks(plan, sample_id_pieces, ends_epoch=ends_epoch))
+
+    def _pass_blocks(
+        self, plan: IterationPlan, sample_id_pieces: Iterable[np.ndarray], *, ends_epoch: bool
+    ) -> Generator[Iterable[Any], None, None]:
         pieces = iter(sample_id_pieces)
         located: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -644,28 +650,28 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
         try:
             while located or locate_next() is not None:
-                yield from self._read_piece(*located.pop(0), more=locate_next)
+                yield from self._piece_blocks(*located.pop(0), more=locate_next)
         finally:
             self._next_read[:] = None, None, 0
         # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
-        # generator) keeps its position so that state_dict() still describes it.
+        # iterator) keeps its position so that state_dict() still describes it.
         if ends_epoch:
             self._cursor.end(plan)
 
-    def _read_piece(
+    def _piece_blocks(
         self,
         sample_ids: np.ndarray,
         shard_ids: np.ndarray,
         offsets: np.ndarray,
         *,
         more: Callable[[], np.ndarray | None],
-    ) -> Iterator[Any]:
+    ) -> Iterator[Iterable[Any]]:
         per_sample = None
         if _overrides(self, "__getitem__"):
             per_sample = PerSample(sample_ids, self.__getitem__, self._next_read)
         elif _overrides(self, "get_item"):
             per_sample = PerSample(sample_ids, self.get_item, self._next_read)
-        samples = read_samples(
+        blocks = sample_blocks(
             self._shard_access(),
             shard_ids,
             offsets,
@@ -673,9 +679,10 @@ class StreamingDataset(MosaicNames, IterableDataset):
             per_sample=per_sample,
             more=more,
         )
-        if self.transform is not None and per_sample is None:
-            samples = map(self.transform, samples)
-        yield from samples
+        transform = self.transform
+        if transform is not None and per_sample is None:
+            blocks = (map(transform, block) for block in blocks)
+        return blocks
 
     def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
         """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""

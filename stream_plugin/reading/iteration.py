@@ -1,19 +1,21 @@
 """The per-sample hot loop: turn a worker's shard ids and offsets into decoded samples, in order.
 
-Shard lookups are vectorised by the caller; the loop itself only switches readers when the shard
-changes, and moves the prefetch window in strides. It receives exactly what it needs (shard access,
+Shard lookups are vectorised by the caller; the samples come in blocks of a stride, each a C-level
+``map`` over the stride's shards and offsets, chained into one iterator, and the prefetch window moves
+once per block. It receives exactly what it needs (shard access,
 shard ids and offsets, the predownload count, and a per-sample function), never the dataset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
+from operator import call
 from typing import Any
 
 import numpy as np
 
-from stream_plugin.cache.prefetch import Prefetcher
 from stream_plugin.reading.shard_access import ShardAccess
 
 Read = Callable[[int], Any]  # an open shard reader's read(offset)
@@ -31,20 +33,29 @@ class PerSample:
     fetch: Fetch
     slot: list[Any]
 
-_CHUNK = 1 << 16
+
+class SamplePass(chain[Any]):
+    """The samples of a pass, in order: its blocks chained by ``itertools.chain`` (no Python frame per
+    sample), with a generator's ``close`` (it closes the generator of blocks, and with it the pass's
+    prefetch). Made by ``chain_blocks``."""
+
+    __slots__ = ("_blocks",)
+
+    _blocks: Generator[Iterable[Any], None, None]
+
+    def close(self) -> None:
+        self._blocks.close()
 
 
-def _rows(*columns: np.ndarray) -> Iterator[tuple[int, ...]]:
-    """The columns' values side by side, as Python ints, converted a chunk at a time.
-
-    Converting the whole rest of an epoch up front would make the first sample after a resume wait
-    (and the process hold the lists) in proportion to how much of the epoch is left.
-    """
-    for start in range(0, len(columns[0]), _CHUNK):
-        yield from zip(*(column[start : start + _CHUNK].tolist() for column in columns))
+def chain_blocks(blocks: Generator[Iterable[Any], None, None]) -> Iterator[Any]:
+    """The samples of ``blocks`` one after another, as one iterator that can be closed."""
+    samples = SamplePass.from_iterable(blocks)
+    assert isinstance(samples, SamplePass)
+    samples._blocks = blocks
+    return samples
 
 
-def read_samples(
+def sample_blocks(
     access: ShardAccess,
     shard_ids: np.ndarray,
     offsets: np.ndarray,
@@ -52,34 +63,105 @@ def read_samples(
     predownload: int | None,
     per_sample: PerSample | None = None,
     more: Callable[[], np.ndarray | None] | None = None,
-) -> Iterator[Any]:
-    """Yield the samples at ``(shard_ids[i], offsets[i])`` in order, prefetching the shards they need.
+) -> Iterator[Iterable[Any]]:
+    """The samples at ``(shard_ids[i], offsets[i])`` in order, in blocks of a stride each (chain them:
+    ``chain_blocks``), prefetching the shards they need. Read each block before asking for the next:
+    asking moves the prefetch window to the block's first sample.
+
+    A block is a ``map`` over the stride's shard ids and offsets, so the samples of a shuffled pass
+    (a new shard at nearly every sample) cost no Python code each but the reader's own ``read``.
 
     With ``per_sample``, sample ``i`` is ``per_sample.fetch(sample_ids[i])`` (a subclass that overrides
     ``get_item``), its reader and offset put in ``per_sample.slot`` first. ``more()`` gives the shard ids
     of the samples read after these (the next piece of the pass), to prefetch them in time.
     """
-    # Moving the prefetch window costs Python work per sample it covers, so move it in strides.
+    # Moving the prefetch window costs work per sample it covers, so move it in strides.
     stride = max(1, (predownload or 512) // 8)
-    num_shards = access.num_shards
     with access.prefetch(shard_ids, predownload=predownload, more=more) as prefetcher:
-        if num_shards <= access.max_open:
-            reads = _lazy_reads(access, num_shards)
-            if per_sample is None:
-                yield from _read_pinned(reads, shard_ids, offsets, prefetcher, stride)
+        if not len(shard_ids):
+            return
+        pinned = access.num_shards <= access.max_open
+        reads = _lazy_reads(access, access.num_shards) if pinned else []
+        for start in range(0, len(shard_ids), stride):
+            if start:
+                prefetcher.advance(start)
+                begin = start
             else:
-                yield from _read_pinned_each(reads, shard_ids, offsets, prefetcher, stride, per_sample)
-        else:
-            switch = _Switch(access, prefetcher, stride)
-            if per_sample is None:
-                yield from _read_switching(switch, shard_ids, offsets)
-            else:
-                yield from _read_each(switch, shard_ids, offsets, per_sample)
+                # The first shard downloads alone (the first sample waits for it); only then does the
+                # prefetch window open, so later shards never compete with it for bandwidth.
+                yield _block(access, reads, shard_ids[:1], offsets[:1], per_sample, 0)
+                prefetcher.advance(0)
+                begin = 1
+            stop = start + stride
+            if begin < len(shard_ids):
+                yield _block(access, reads, shard_ids[begin:stop], offsets[begin:stop], per_sample, begin)
+
+
+def _block(
+    access: ShardAccess,
+    reads: list[Read],
+    shard_ids: np.ndarray,
+    offsets: np.ndarray,
+    per_sample: PerSample | None,
+    first: int,
+) -> Iterable[Any]:
+    """The samples of one stride (positions ``first ..`` of the pass). ``reads`` holds a read per shard
+    of the dataset when every shard fits among the open readers (``_lazy_reads``), else is empty."""
+    shard_list = shard_ids.tolist()
+    if reads:
+        lookup: Callable[[int], Read] = reads.__getitem__
+    elif per_sample is None and len(set(shard_list)) <= access.max_open:
+        # Each shard's reader is asked for once in the stride: the stride's readers are the most
+        # recently used, so none of them closes while the stride is read. (Not with ``per_sample``:
+        # a subclass's fetch may read other shards, whose readers could close these.)
+        lookup = _StrideReads(access).__getitem__
+    else:
+        lookup = _reader_read(access)
+    offset_list = offsets.tolist()
+    if per_sample is None:
+        return map(call, map(lookup, shard_list), offset_list)
+    sample_ids = per_sample.sample_ids[first : first + len(shard_list)].tolist()
+    return _fetch_each(per_sample, sample_ids, map(lookup, shard_list), offset_list)
+
+
+def _fetch_each(
+    per_sample: PerSample, sample_ids: list[int], reads: Iterable[Read], offsets: list[int]
+) -> Iterator[Any]:
+    """Each sample through ``per_sample.fetch`` (which may read other samples too), its reader and
+    offset in the slot first."""
+    fetch, slot = per_sample.fetch, per_sample.slot
+    for sample_id, read, offset in zip(sample_ids, reads, offsets):
+        slot[0] = sample_id
+        slot[1] = read
+        slot[2] = offset
+        yield fetch(sample_id)
+
+
+class _StrideReads(dict[int, Read]):
+    """Shard id -> its reader's read, opened on first use: a dict lookup per sample after that."""
+
+    def __init__(self, access: ShardAccess) -> None:
+        super().__init__()
+        self._access = access
+
+    def __missing__(self, shard_id: int) -> Read:
+        read = self[shard_id] = self._access.reader(shard_id).read
+        return read
+
+
+def _reader_read(access: ShardAccess) -> Callable[[int], Read]:
+    """More shards in one stride than open readers: ask the access layer at every sample."""
+
+    def lookup(shard_id: int) -> Read:
+        return access.reader(shard_id).read
+
+    return lookup
 
 
 def _lazy_reads(access: ShardAccess, num_shards: int) -> list[Read]:
     """One read function per shard: the first call opens the shard's reader and puts its own read
-    method in its place, so later samples of that shard cost one list lookup."""
+    method in its place, so later samples of that shard cost one list lookup. Only where every shard
+    of the dataset fits among the open readers, so none closes mid-pass."""
     reads: list[Read] = []
 
     def opener(shard_id: int) -> Read:
@@ -91,102 +173,3 @@ def _lazy_reads(access: ShardAccess, num_shards: int) -> list[Read]:
 
     reads.extend(opener(shard_id) for shard_id in range(num_shards))
     return reads
-
-
-def _read_pinned(
-    reads: list[Read],
-    shard_ids: np.ndarray,
-    offsets: np.ndarray,
-    prefetcher: Prefetcher,
-    stride: int,
-) -> Iterator[Any]:
-    """Every shard of the dataset fits among the open readers, so none closes mid-pass and each
-    shard's read method can be kept (a shuffled pass switches shard at nearly every sample)."""
-    if not len(shard_ids):
-        return
-    # The first shard downloads alone (the first sample waits for it); only then does the prefetch
-    # window open, so later shards never compete with it for bandwidth.
-    yield reads[int(shard_ids[0])](int(offsets[0]))
-    for start in range(0, len(shard_ids), stride):
-        prefetcher.advance(start)
-        begin = start or 1  # the first sample is already out
-        stop = start + stride
-        for shard_id, offset in zip(shard_ids[begin:stop].tolist(), offsets[begin:stop].tolist()):
-            yield reads[shard_id](offset)
-
-
-def _read_pinned_each(
-    reads: list[Read],
-    shard_ids: np.ndarray,
-    offsets: np.ndarray,
-    prefetcher: Prefetcher,
-    stride: int,
-    per_sample: PerSample,
-) -> Iterator[Any]:
-    """As ``_read_pinned``, each sample through ``per_sample``."""
-    if not len(shard_ids):
-        return
-    sample_ids, fetch, slot = per_sample.sample_ids, per_sample.fetch, per_sample.slot
-    slot[:] = int(sample_ids[0]), reads[int(shard_ids[0])], int(offsets[0])
-    yield fetch(slot[0])
-    for start in range(0, len(shard_ids), stride):
-        prefetcher.advance(start)
-        begin = start or 1
-        stop = start + stride
-        rows = zip(sample_ids[begin:stop].tolist(), shard_ids[begin:stop].tolist(), offsets[begin:stop].tolist())
-        for sample_id, shard_id, offset in rows:
-            slot[0] = sample_id
-            slot[1] = reads[shard_id]
-            slot[2] = offset
-            yield fetch(sample_id)
-
-
-class _Switch:
-    """Opens the reader of the next shard when the shard changes, and moves the prefetch window in
-    strides. As in ``_read_pinned``, the window opens only once the first shard is ready."""
-
-    def __init__(self, access: ShardAccess, prefetcher: Prefetcher, stride: int) -> None:
-        self._access = access
-        self._prefetcher = prefetcher
-        self._stride = stride
-        self._next_advance = 0
-
-    def to(self, position: int, shard_id: int) -> Read:
-        if position >= self._next_advance and position:
-            self._prefetcher.advance(position)
-            self._next_advance = position + self._stride
-        read = self._access.reader(shard_id).read
-        if not position:
-            self._prefetcher.advance(0)
-            self._next_advance = self._stride
-        return read
-
-
-def _read_switching(switch: _Switch, shard_ids: np.ndarray, offsets: np.ndarray) -> Iterator[Any]:
-    """More shards than open readers: ask the access layer for a reader whenever the shard changes."""
-    current = -1
-    read: Read = _unset
-    for position, (shard_id, offset) in enumerate(_rows(shard_ids, offsets)):
-        if shard_id != current:
-            read = switch.to(position, shard_id)
-            current = shard_id
-        yield read(offset)
-
-
-def _read_each(switch: _Switch, shard_ids: np.ndarray, offsets: np.ndarray, per_sample: PerSample) -> Iterator[Any]:
-    """As ``_read_switching``, each sample through ``per_sample`` (which may read other samples too)."""
-    current = -1
-    read: Read = _unset
-    fetch, slot = per_sample.fetch, per_sample.slot
-    for position, (shard_id, offset, sample_id) in enumerate(_rows(shard_ids, offsets, per_sample.sample_ids)):
-        if shard_id != current:
-            read = switch.to(position, shard_id)
-            current = shard_id
-        slot[0] = sample_id
-        slot[1] = read
-        slot[2] = offset
-        yield fetch(sample_id)
-
-
-def _unset(offset: int) -> Any:
-    raise AssertionError("no shard reader yet")
