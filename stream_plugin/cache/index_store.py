@@ -32,7 +32,7 @@ import numpy as np
 
 from stream_plugin.cache.locks import ControlFolder, locked
 from stream_plugin.errors import MissingIndexError
-from stream_plugin.fileio import atomic_write_bytes
+from stream_plugin.fileio import atomic_write_parts
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.index_columns import (
     IndexColumns,
@@ -101,20 +101,21 @@ def store_columns(
             "num_kinds": len(columns.first_of_kind),
         }
     ).encode("utf-8")
-    table = np.stack(
-        [columns.samples, columns.stored_bytes, columns.spans[:, 0], columns.spans[:, 1], columns.kind_per_shard]
-    )  # (5, num_shards)
-    body = b"".join(
-        [
-            _MAGIC,
-            _LENGTH.pack(len(header)),
-            header,
-            table.astype("<i8").tobytes(),
-            columns.first_of_kind.astype("<i8").tobytes(),
-        ]
-    )
+    numbers = [
+        columns.samples,
+        columns.stored_bytes,
+        columns.spans[:, 0],
+        columns.spans[:, 1],
+        columns.kind_per_shard,
+        columns.first_of_kind,
+    ]  # five (num_shards,) columns, then (num_kinds,)
+    parts: list[bytes | memoryview] = [_MAGIC, _LENGTH.pack(len(header)), header]
+    parts += [np.ascontiguousarray(column, "<i8").data.cast("B") for column in numbers]
+    checksum = 0
+    for part in parts:
+        checksum = zlib.crc32(part, checksum)
     try:
-        atomic_write_bytes(store, body + _CHECKSUM.pack(zlib.crc32(body)))
+        atomic_write_parts(store, [*parts, _CHECKSUM.pack(checksum)])
     except OSError as error:
         _log.debug("%s: cannot keep the parsed index (%s); each process parses it", store, error)
 
