@@ -9,7 +9,9 @@ the binary form rewritten. (Writers replace ``index.json`` atomically, which giv
 that rewrites it in place changes its modification time, in nanoseconds, and its change time, which no
 user can set back. Only a same-size in-place rewrite within one tick of the file system's clock as the
 previous write, with a parse in between, could go unseen.) The first process of a node builds it under the index lock; the others
-wait on that lock (the kernel releases it if the builder dies) and then load the binary form.
+wait on that lock (the kernel releases it if the builder dies) and then map the binary form: its
+columns are read-only views of the file's pages, which the node's processes share in the page cache
+(a warm open of a million shards makes almost no fresh memory).
 
 A local-only dataset folder that cannot be written (read-only) is parsed in every process instead.
 """

@@ -30,7 +30,10 @@ _LOOP_RUNS_MAX = 64
 
 @dataclass(frozen=True, eq=False)
 class DatasetShape:
-    """Shard sizes of all streams concatenated (stream 0's shards first, then stream 1's, ...)."""
+    """Shard sizes of all streams concatenated (stream 0's shards first, then stream 1's, ...).
+
+    int64 arrays are kept as given, not copied: do not change them afterwards.
+    """
 
     samples_per_shard: np.ndarray  # int64 (num_shards,)
     stream_of_shard: np.ndarray  # int (num_shards,), non-decreasing
