@@ -127,7 +127,8 @@ class ShardRuns:
         """The same runs read in ``order`` (a permutation of run indices)."""
         start, stop = self.start[order], self.stop[order]  # (R,) each
         cum = np.zeros(len(order) + 1, dtype=np.int64)  # (R + 1,)
-        np.cumsum(stop - start, out=cum[1:])
+        np.subtract(stop, start, out=cum[1:])  # each run's length, summed in place below
+        np.cumsum(cum[1:], out=cum[1:])
         return ShardRuns(
             chosen=self.chosen,
             stream=_take(self.stream, order),
