@@ -186,7 +186,7 @@ def main() -> None:
                 for situation, result in measure(folder, root, library, args.ranks):
                     print(
                         f"{parse_size(size):>10,} {index_mb:>9.0f} {library:>9} {situation:>22} "
-                        f"{result['seconds']:>8.2f} {result['cpu_seconds']:>7.2f} {result['peak_rss_mib']:>9.0f} "
+                        f"{result['seconds']:>8.3f} {result['cpu_seconds']:>7.3f} {result['peak_rss_mib']:>9.0f} "
                         f"{result['rss_before_mib']:>7.0f}",
                         flush=True,
                     )

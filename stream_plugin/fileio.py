@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -19,12 +20,21 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
     A reader sees either the old file or the whole new one, never a prefix, even if this process is
     killed halfway. ``durable`` also fsyncs, for files whose loss after a power cut matters.
     """
+    atomic_write_parts(path, [data], durable=durable)
+
+
+def atomic_write_parts(
+    path: str | os.PathLike[str], parts: Iterable[bytes | memoryview], *, durable: bool = False
+) -> None:
+    """``atomic_write_bytes`` of the concatenation of ``parts``, written one after another (a large
+    file made of arrays is not first joined into one copy in memory)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = temporary_sibling(target)
     try:
         with open(temporary, "wb") as handle:
-            handle.write(data)
+            for part in parts:
+                handle.write(part)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())

@@ -23,6 +23,7 @@ import os
 import re
 from array import array
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from json.decoder import JSONDecoder
 from typing import Any, BinaryIO, overload
@@ -61,7 +62,7 @@ _FORMATS = frozenset(SHARD_FORMATS)
 _ENTRY_CACHE = 4096  # entries a LazyEntries keeps built (a reader asks for each a few times)
 
 
-def index_digest(index: bytes, identity: str | None) -> str:
+def index_digest(index: bytes | mmap.mmap, identity: str | None) -> str:
     """What identifies a stream's data: its index bytes and, for a remote, the identity of the write
     they came from, so that a state saved on a rewritten remote is refused even when the bytes match."""
     digest = hashlib.sha256(index)
@@ -108,19 +109,31 @@ def read_columns(
 ) -> tuple[IndexColumns, list[ShardEntry] | None, str]:
     """Read an open ``index.json`` and return what ``parse_columns`` returns, then its ``index_digest``.
 
-    When the JSON module must parse it, the bytes are dropped once decoded: one copy of a large index
-    is held while it is parsed, not two.
+    The file is mapped, not read: the native scan reads it in the page cache, and the digest is taken
+    on another thread meanwhile (``hashlib`` lets go of the interpreter lock). When the JSON module must
+    parse it, its bytes are dropped once decoded: one copy of a large index is held while it is
+    parsed, not two.
     """
-    text = file.read()
-    digest = index_digest(text, identity)
-    with collection_paused():
-        columns = native_columns(text)
+    text = _contents(file)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(index_digest, text, identity)
+        with collection_paused():
+            columns = native_columns(text)
     if columns is not None:
-        return columns, None, digest
-    decoded = decoded_index(text)
+        return columns, None, digest.result()
+    decoded = decoded_index(text if isinstance(text, bytes) else text[:])
     del text
     columns, parsed = parse_columns(decoded, source=source)
-    return columns, parsed, digest
+    return columns, parsed, digest.result()
+
+
+def _contents(file: BinaryIO) -> bytes | mmap.mmap:
+    """The whole of ``file``: a read-only map of it (its pages stay the page cache's: a large index is
+    not copied into fresh memory), or its bytes where it cannot be mapped (empty, or not a file)."""
+    try:
+        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return file.read()
 
 
 def columns_of(entries: Sequence[ShardEntry]) -> IndexColumns:

@@ -20,6 +20,7 @@ chunk on) returns None, so that the caller falls back on the JSON module's scann
 from __future__ import annotations
 
 import codecs
+import mmap
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ _WS = re.compile(WS.encode())
 _MAX_SEPARATOR = 256  # bytes between two entries ('", "', or a newline and an indent)
 _CHUNK_ENTRIES = 1 << 16  # entries decoded at once (about 30 MB of structs)
 _CHUNK_BYTES = 1 << 24  # bytes checked as UTF-8 at once
+_HIGH_BITS = 0x8080808080808080  # the high bit of each byte of a 64-bit word
 _FORMATS = frozenset(SHARD_FORMATS)
 
 
@@ -103,8 +105,9 @@ _RAW_DATA, _ZIP_DATA = attrgetter("raw_data"), attrgetter("zip_data")
 _RAW_META, _ZIP_META = attrgetter("raw_meta"), attrgetter("zip_meta")
 
 
-def native_columns(data: bytes) -> IndexColumns | None:
-    """The columns of the index ``data`` (its bytes), or None when the JSON module's scanner must do it."""
+def native_columns(data: bytes | mmap.mmap) -> IndexColumns | None:
+    """The columns of the index ``data`` (its bytes, or a read-only map of its file), or None when the
+    JSON module's scanner must do it."""
     if not _is_utf8(data):
         return None
     head = _HEAD_SHARDS_FIRST.match(data) or _HEAD_VERSION_FIRST.match(data)
@@ -116,7 +119,7 @@ def native_columns(data: bytes) -> IndexColumns | None:
         return None
     view = memoryview(data)
     try:
-        raws = _RAW_LIST.decode(view[data.rindex(b"[", 0, head.end()) : tail.start() + 1])
+        raws = _RAW_LIST.decode(view[data.rfind(b"[", 0, head.end()) : tail.start() + 1])
         lengths = np.fromiter(map(len, raws), np.int64, len(raws))
         del raws
         spans = _tile(data, lengths, head.end(), tail.start())
@@ -125,9 +128,18 @@ def native_columns(data: bytes) -> IndexColumns | None:
         return None
 
 
-def _is_utf8(data: bytes) -> bool:
+def _is_ascii(data: bytes | mmap.mmap) -> bool:
+    """Whether no byte of ``data`` has its high bit set; a map is read as 8-byte words, not copied."""
+    if isinstance(data, bytes):
+        return data.isascii()
+    whole = len(data) // 8
+    high = int(np.bitwise_or.reduce(np.frombuffer(data, np.uint64, count=whole)))  # 0 when empty
+    return not high & _HIGH_BITS and data[whole * 8 :].isascii()
+
+
+def _is_utf8(data: bytes | mmap.mmap) -> bool:
     """Whether ``json.loads`` can decode ``data`` (UTF-8, with surrogates as it allows them)."""
-    if data.isascii():
+    if _is_ascii(data):
         return True
     decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
     view = memoryview(data)
@@ -140,7 +152,7 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-def _tile(data: bytes, lengths: np.ndarray, first: int, tail: int) -> np.ndarray | None:
+def _tile(data: bytes | mmap.mmap, lengths: np.ndarray, first: int, tail: int) -> np.ndarray | None:
     """Each entry's byte range, when the entries (``lengths`` bytes each, from ``first``) are objects
     separated by one repeated separator and followed by whitespace up to the list's end at ``tail``.
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,7 +30,10 @@ _LOOP_RUNS_MAX = 64
 
 @dataclass(frozen=True, eq=False)
 class DatasetShape:
-    """Shard sizes of all streams concatenated (stream 0's shards first, then stream 1's, ...)."""
+    """Shard sizes of all streams concatenated (stream 0's shards first, then stream 1's, ...).
+
+    int64 arrays are kept as given, not copied: do not change them afterwards.
+    """
 
     samples_per_shard: np.ndarray  # int64 (num_shards,)
     stream_of_shard: np.ndarray  # int (num_shards,), non-decreasing
@@ -41,14 +46,15 @@ class DatasetShape:
                 f"DatasetShape: expected samples_per_shard and stream_of_shard of the same 1-D shape, "
                 f"found {sizes.shape} and {streams.shape}; pass one entry per shard"
             )
-        if len(sizes) and (sizes.min() < 0 or streams.min() < 0 or np.any(np.diff(streams) < 0)):
+        if len(sizes) and (sizes.min() < 0 or streams.min() < 0 or (streams[1:] < streams[:-1]).any()):
             raise ConfigError(
                 "DatasetShape: expected sample counts >= 0 and stream ids >= 0 in non-decreasing order, "
                 f"found counts min {sizes.min()} and stream ids {streams[:8].tolist()}...; "
                 "concatenate the streams' shards in stream order"
             )
-        object.__setattr__(self, "samples_per_shard", sizes.astype(np.int64))
-        object.__setattr__(self, "stream_of_shard", streams.astype(np.int64))
+        # No copies of int64 input: a million-shard index's columns are views of the node's kept parse.
+        object.__setattr__(self, "samples_per_shard", sizes.astype(np.int64, copy=False))
+        object.__setattr__(self, "stream_of_shard", streams.astype(np.int64, copy=False))
 
     @property
     def num_shards(self) -> int:
@@ -62,10 +68,14 @@ class DatasetShape:
     def num_samples(self) -> int:
         return int(self.samples_per_shard.sum())
 
-    @property
+    @cached_property
     def shard_offsets(self) -> np.ndarray:
-        """Global id of each shard's first sample: int64 (num_shards + 1,)."""
-        return np.concatenate([[0], np.cumsum(self.samples_per_shard)]).astype(np.int64)
+        """Global id of each shard's first sample: int64 (num_shards + 1,), computed once."""
+        offsets = np.empty(self.num_shards + 1, dtype=np.int64)
+        offsets[0] = 0
+        np.cumsum(self.samples_per_shard, out=offsets[1:])
+        offsets.setflags(write=False)  # shared by every user of the shape
+        return offsets
 
     def stream_shard_range(self, stream: int) -> tuple[int, int]:
         """The [first, last + 1) shard ids of ``stream``."""
@@ -96,7 +106,10 @@ Chosen = np.ndarray | AllSamples  # one stream's chosen stream-local ids, sorted
 
 @dataclass(frozen=True, eq=False)
 class ShardRuns:
-    """One group's chosen samples as runs of consecutive chosen ids of one shard, in read order."""
+    """One group's chosen samples as runs of consecutive chosen ids of one shard, in read order.
+
+    Never write to the columns: they are views of the shape's offsets and broadcast constants where they can be.
+    """
 
     chosen: tuple[Chosen, ...]  # per stream: sorted stream-local ids (n_s,)
     stream: np.ndarray  # int64 (R,): which ``chosen`` array the run slices
@@ -112,15 +125,18 @@ class ShardRuns:
 
     def reordered(self, order: np.ndarray) -> ShardRuns:
         """The same runs read in ``order`` (a permutation of run indices)."""
-        lengths = (self.stop - self.start)[order]  # (R,)
+        start, stop = self.start[order], self.stop[order]  # (R,) each
+        cum = np.zeros(len(order) + 1, dtype=np.int64)  # (R + 1,)
+        np.subtract(stop, start, out=cum[1:])  # each run's length, summed in place below
+        np.cumsum(cum[1:], out=cum[1:])
         return ShardRuns(
             chosen=self.chosen,
-            stream=self.stream[order],
-            start=self.start[order],
-            stop=self.stop[order],
+            stream=_take(self.stream, order),
+            start=start,
+            stop=stop,
             shard=self.shard[order],
-            id_offset=self.id_offset[order],
-            cum=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+            id_offset=_take(self.id_offset, order),
+            cum=cum,
         )
 
     def copy_range(self, begin: int, end: int, out: np.ndarray) -> np.ndarray:
@@ -151,15 +167,38 @@ class ShardRuns:
         lengths = np.diff(bounds)  # (k,)
         base = self.start[first:last].copy()  # (k,) position in ``chosen`` of each piece's first id
         base[0] += begin - int(self.cum[first])
+        streams = self.stream[first:last]
+        present = np.flatnonzero(np.bincount(streams)).tolist()  # the streams of these runs
+        if all(isinstance(self.chosen[stream], AllSamples) for stream in present):
+            _fill_counting_runs(out, bounds, base + self.id_offset[first:last])
+            return
         # Position in its ``chosen`` array of every output id: base of its piece + offset in the piece.
         position = np.arange(len(out), dtype=np.int64) + np.repeat(base - bounds[:-1], lengths)  # (n,)
         offset = np.repeat(self.id_offset[first:last], lengths)  # (n,)
-        streams = self.stream[first:last]
-        for stream in np.unique(streams).tolist():
+        for stream in present:
             chosen = self.chosen[stream]
             mask = np.repeat(streams == stream, lengths)  # (n,)
             local = position[mask] if isinstance(chosen, AllSamples) else chosen[position[mask]]
             out[mask] = local + offset[mask]
+
+
+def _fill_counting_runs(out: np.ndarray, bounds: np.ndarray, first_ids: np.ndarray) -> None:
+    """Fill ``out`` with runs of consecutive ids: piece k, at ``out[bounds[k]:bounds[k + 1]]`` (never
+    empty), counts up from ``first_ids[k]``. One running sum in place, no temporary of ``out``'s size:
+    every step is 1 but the first of each piece, which jumps from the previous piece's last id. (In a
+    narrow ``out`` the steps may wrap around, but every partial sum is an id of the range, so exact.)"""
+    starts = bounds[:-1]  # (k,)
+    out.fill(1)
+    out[0] = first_ids[0]
+    out[starts[1:]] = first_ids[1:] - (first_ids[:-1] + np.diff(starts) - 1)  # (k - 1,)
+    np.cumsum(out, dtype=out.dtype, out=out)
+
+
+def _take(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``values[order]``; a broadcast constant (one stream's column) stays one."""
+    if values.strides == (0,):
+        return values[: len(order)]
+    return values[order]
 
 
 def _check_chosen(stream: int, chosen: Chosen, num_samples: int) -> None:
@@ -195,44 +234,63 @@ def _as_chosen(chosen: object) -> Chosen:
     return chosen if isinstance(chosen, AllSamples) else np.asarray(chosen)
 
 
+class _StreamRuns(NamedTuple):
+    """One stream's part of ``ShardRuns``: int64 (R_s,) each (``stream`` and ``id_offset`` constant)."""
+
+    stream: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    shard: np.ndarray
+    id_offset: np.ndarray
+    edges: np.ndarray | None  # int64 (R_s + 1,): start, then the last stop, when every shard makes a run
+
+
+def _stream_runs(shape: DatasetShape, offsets: np.ndarray, stream: int, chosen: Chosen) -> _StreamRuns:
+    """The runs of one stream's chosen samples, in natural shard order.
+
+    A million-shard stream makes a million runs: its start and stop are views of one array of edges,
+    and its constant columns are broadcast, so that only the shard ids are a fresh array.
+    """
+    first, stop = shape.stream_shard_range(stream)
+    stream_base = int(offsets[first])
+    _check_chosen(stream, chosen, int(offsets[stop]) - stream_base)
+    # Stream-local offset of each of the stream's shards, and where its ids fall in ``chosen``.
+    local_edges = offsets[first : stop + 1] - stream_base if stream_base else offsets[first : stop + 1]  # (k + 1,)
+    if isinstance(chosen, AllSamples):
+        cut = local_edges  # id i sits at position i
+    else:
+        cut = np.searchsorted(chosen, local_edges).astype(np.int64, copy=False)  # (k + 1,)
+    keep = cut[1:] > cut[:-1]  # shards with no chosen sample make no run
+    if keep.all():
+        start, stop_, shard, edges = cut[:-1], cut[1:], np.arange(first, stop, dtype=np.int64), cut
+    else:
+        start, stop_, shard, edges = cut[:-1][keep], cut[1:][keep], np.flatnonzero(keep) + first, None
+    count = len(start)
+    return _StreamRuns(
+        stream=np.broadcast_to(np.int64(stream), (count,)),
+        start=start,
+        stop=stop_,
+        shard=shard.astype(np.int64, copy=False),
+        id_offset=np.broadcast_to(np.int64(stream_base), (count,)),
+        edges=edges,
+    )
+
+
 def group_runs(shape: DatasetShape, chosen_per_stream: Sequence[Chosen], streams: Sequence[int]) -> ShardRuns:
     """The runs of ``streams``' chosen samples, in natural shard order."""
     offsets = shape.shard_offsets  # (num_shards + 1,)
-    pieces: list[tuple[np.ndarray, ...]] = []
-    for stream in streams:
-        first, stop = shape.stream_shard_range(stream)
-        stream_base = offsets[first]
-        chosen = _as_chosen(chosen_per_stream[stream])
-        _check_chosen(stream, chosen, int(offsets[stop] - stream_base))
-        # Stream-local offset of each of the stream's shards, and where its ids fall in ``chosen``.
-        local_edges = offsets[first : stop + 1] - stream_base  # (k + 1,)
-        if isinstance(chosen, AllSamples):
-            cut = local_edges.astype(np.int64)  # id i sits at position i
-        else:
-            cut = np.searchsorted(chosen, local_edges).astype(np.int64)  # (k + 1,)
-        keep = cut[1:] > cut[:-1]  # shards with no chosen sample make no run
-        count = int(keep.sum())
-        pieces.append(
-            (
-                np.full(count, stream, dtype=np.int64),
-                cut[:-1][keep],
-                cut[1:][keep],
-                np.arange(first, stop, dtype=np.int64)[keep],
-                np.full(count, stream_base, dtype=np.int64),
-            )
-        )
-    stream_ids, start, stop_, shard, id_offset = (
-        np.concatenate([p[i] for p in pieces]) if pieces else np.zeros(0, dtype=np.int64) for i in range(5)
+    pieces = [_stream_runs(shape, offsets, stream, _as_chosen(chosen_per_stream[stream])) for stream in streams]
+    chosen = tuple(_as_chosen(c) for c in chosen_per_stream)
+    edges = pieces[0].edges if len(pieces) == 1 else None
+    if edges is not None:  # one stream whose runs tile its chosen ids: their edges are the positions
+        only = pieces[0]
+        return ShardRuns(chosen, only.stream, only.start, only.stop, only.shard, only.id_offset, cum=edges)
+    stream_ids, start, stop, shard, id_offset = (
+        np.concatenate([np.zeros(0, dtype=np.int64)] + [piece[field] for piece in pieces]) for field in range(5)
     )
-    return ShardRuns(
-        chosen=tuple(_as_chosen(c) for c in chosen_per_stream),
-        stream=stream_ids,
-        start=start,
-        stop=stop_,
-        shard=shard,
-        id_offset=id_offset,
-        cum=np.concatenate([[0], np.cumsum(stop_ - start)]).astype(np.int64),
-    )
+    cum = np.zeros(len(start) + 1, dtype=np.int64)  # (R + 1,)
+    np.cumsum(stop - start, out=cum[1:])
+    return ShardRuns(chosen, stream_ids, start, stop, shard, id_offset, cum=cum)
 
 
 def shuffled_shard_order(runs: ShardRuns, seed: int, epoch: int, group: int) -> ShardRuns:

@@ -12,6 +12,7 @@ segment's length (``shuffle.skip_shuffles`` makes them on a one-cell view), and 
 uniform floats are one 64-bit step each.
 
 ``permute`` and shuffles registered by users have no segments: their span is built whole, once.
+``none`` (no shuffle) needs no piece: each read copies exactly its samples from the runs.
 """
 
 from __future__ import annotations
@@ -61,9 +62,8 @@ class SpanReader:
         return self._position
 
     def _segment_bounds(self) -> np.ndarray | None:
-        if self._algorithm == "none":  # no shuffle: any cut will do; pieces of the piece size
-            bounds = np.arange(0, self._length, self._piece_samples, dtype=np.int64)
-            return np.append(bounds, self._length)
+        if self._algorithm == "none":  # no shuffle: ``read`` copies what it is asked for, no segments
+            return np.array([0, self._length], dtype=np.int64)
         if self._algorithm == "block":
             bounds = np.arange(0, self._length, self._key.block_size, dtype=np.int64)  # (num_blocks,)
             return np.append(bounds, self._length)
@@ -83,6 +83,11 @@ class SpanReader:
     def read(self, count: int) -> np.ndarray:
         """The next ``count`` samples of the shuffled span: ``dtype`` (count,)."""
         out = np.empty(count, dtype=self._dtype)
+        if self._algorithm == "none":  # the span in shard order: copied straight, no piece ahead
+            start = self._begin + self._position
+            self._runs.copy_range(start, start + count, out)
+            self._position += count
+            return out
         filled = 0
         while filled < count:
             offset = self._position - self._piece_start
@@ -99,6 +104,9 @@ class SpanReader:
         """Move ``count`` samples on without copying the whole segments passed over."""
         target = self._position + count
         assert target <= self._length
+        if self._algorithm == "none":
+            self._position = target
+            return
         if self._bounds is not None and target > self._piece_start + len(self._piece):
             stop = int(np.searchsorted(self._bounds, target, side="right")) - 1  # segment holding target
             self._advance_to(max(stop, self._next_segment))

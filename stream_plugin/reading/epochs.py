@@ -44,9 +44,7 @@ class EpochPlanner:
         self._table = table
         self._counts = samples_per_stream
         self._settings = settings
-        self._shape = DatasetShape(
-            samples_per_shard=table.samples_per_shard, stream_of_shard=table.stream_per_shard
-        )
+        self._shape = table.shape
         self._orders: OrderedDict[tuple[int, int, int, int], EpochOrder] = OrderedDict()
 
     @property
@@ -65,9 +63,10 @@ class EpochPlanner:
     def chosen_samples(self, epoch: int) -> list[np.ndarray]:
         """The stream-local sample ids each stream contributes to ``epoch`` (sorted, repeats allowed)."""
         settings = self._settings
+        table = self._table
         per_stream_shards = [
-            self._table.samples_per_shard[self._table.stream_per_shard == stream]
-            for stream in range(len(self._counts))
+            table.samples_per_shard[first : first + count]
+            for first, count in zip(table.shard_offset_per_stream.tolist(), table.shards_per_stream.tolist(), strict=True)
         ]
         return epoch_samples(
             self._table.samples_per_stream.tolist(),

@@ -12,41 +12,57 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_plugin.errors import ConfigError
+from stream_plugin.order.layout import DatasetShape
 
 
 @dataclass(frozen=True)
 class ShardTable:
-    samples_per_shard: np.ndarray  # int64 (num_shards,)
-    stream_per_shard: np.ndarray  # int64 (num_shards,)
+    shape: DatasetShape  # every shard's sample count and stream, and the shard offsets (computed once)
     shards_per_stream: np.ndarray  # int64 (num_streams,)
     shard_offset_per_stream: np.ndarray  # int64 (num_streams,): first global shard id of each stream
     samples_per_stream: np.ndarray  # int64 (num_streams,)
     sample_offset_per_stream: np.ndarray  # int64 (num_streams,): first global sample id of each stream
-    sample_offset_per_shard: np.ndarray  # int64 (num_shards + 1,): first global sample id of each shard
 
     @classmethod
     def from_counts(cls, samples_per_shard_per_stream: Sequence[Sequence[int] | np.ndarray]) -> ShardTable:
-        """Build the table from each stream's per-shard sample counts (as its index lists them)."""
-        shards_per_stream = np.array([len(counts) for counts in samples_per_shard_per_stream], np.int64)
-        samples_per_shard = np.concatenate(
-            [np.zeros(0, np.int64)] + [np.asarray(counts, np.int64) for counts in samples_per_shard_per_stream]
-        )
-        stream_per_shard = np.repeat(np.arange(len(shards_per_stream), dtype=np.int64), shards_per_stream)
-        shard_offset_per_stream = np.concatenate([[0], np.cumsum(shards_per_stream)[:-1]]).astype(np.int64)
-        samples_per_stream = np.array(
-            [np.asarray(counts, np.int64).sum() for counts in samples_per_shard_per_stream], np.int64
-        )
-        sample_offset_per_stream = np.concatenate([[0], np.cumsum(samples_per_stream)[:-1]]).astype(np.int64)
-        sample_offset_per_shard = np.concatenate([[0], np.cumsum(samples_per_shard)]).astype(np.int64)
+        """Build the table from each stream's per-shard sample counts (as its index lists them).
+
+        One stream's int64 counts are used as they are (a million-shard index's column is a view of
+        the node's kept parse): only the shard offsets are a fresh array of the shards' size.
+        """
+        counts = [np.asarray(stream_counts, np.int64) for stream_counts in samples_per_shard_per_stream]
+        shards_per_stream = np.array([len(stream_counts) for stream_counts in counts], np.int64)
+        if len(counts) == 1:
+            samples_per_shard = counts[0]
+            stream_per_shard = np.zeros(len(samples_per_shard), np.int64)
+        else:
+            samples_per_shard = np.concatenate([np.zeros(0, np.int64), *counts])
+            stream_per_shard = np.repeat(np.arange(len(shards_per_stream), dtype=np.int64), shards_per_stream)
+        shape = DatasetShape(samples_per_shard=samples_per_shard, stream_of_shard=stream_per_shard)
+        shard_edges = np.concatenate([[0], np.cumsum(shards_per_stream)]).astype(np.int64)  # (num_streams + 1,)
+        sample_edges = shape.shard_offsets[shard_edges]  # (num_streams + 1,)
         return cls(
-            samples_per_shard=samples_per_shard,
-            stream_per_shard=stream_per_shard,
+            shape=shape,
             shards_per_stream=shards_per_stream,
-            shard_offset_per_stream=shard_offset_per_stream,
-            samples_per_stream=samples_per_stream,
-            sample_offset_per_stream=sample_offset_per_stream,
-            sample_offset_per_shard=sample_offset_per_shard,
+            shard_offset_per_stream=shard_edges[:-1],
+            samples_per_stream=np.diff(sample_edges),
+            sample_offset_per_stream=sample_edges[:-1],
         )
+
+    @property
+    def samples_per_shard(self) -> np.ndarray:
+        """int64 (num_shards,)"""
+        return self.shape.samples_per_shard
+
+    @property
+    def stream_per_shard(self) -> np.ndarray:
+        """int64 (num_shards,)"""
+        return self.shape.stream_of_shard
+
+    @property
+    def sample_offset_per_shard(self) -> np.ndarray:
+        """int64 (num_shards + 1,): first global sample id of each shard."""
+        return self.shape.shard_offsets
 
     @property
     def num_samples(self) -> int:
