@@ -316,23 +316,23 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     @property
     def stream_per_shard(self) -> np.ndarray:
-        return self._table.stream_per_shard
+        return _read_only(self._table.stream_per_shard)
 
     @property
     def shards_per_stream(self) -> np.ndarray:
-        return self._table.shards_per_stream
+        return _read_only(self._table.shards_per_stream)
 
     @property
     def samples_per_shard(self) -> np.ndarray:
-        return self._table.samples_per_shard
+        return _read_only(self._table.samples_per_shard)
 
     @property
     def samples_per_stream(self) -> np.ndarray:
-        return self._table.samples_per_stream
+        return _read_only(self._table.samples_per_stream)
 
     @property
     def shard_offset_per_stream(self) -> np.ndarray:
-        return self._table.shard_offset_per_stream
+        return _read_only(self._table.shard_offset_per_stream)
 
     @property
     def spanner(self) -> Spanner:
@@ -701,6 +701,14 @@ class StreamingDataset(MosaicNames, IterableDataset):
             topology=topology,
             drop_last=self.drop_last,
         )
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of one of the dataset's own tables: writing to an inspection attribute must not
+    change which samples the dataset reads (and some are views of the node's mapped index anyway)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _overrides(dataset: StreamingDataset, name: str) -> bool:

@@ -58,6 +58,25 @@ def test_inspection_attributes_follow_the_seeds_faq(mix_remote: list[Path], tmp_
         assert offset < dataset.samples_per_shard[shard_id]
 
 
+def test_inspection_arrays_are_read_only_views(mix_remote: list[Path], tmp_path: Path) -> None:
+    streams = [Stream(remote=f"file://{folder}", local=str(tmp_path / folder.name)) for folder in mix_remote]
+    for dataset in (
+        StreamingDataset(streams=streams, batch_size=4),
+        StreamingDataset(streams=streams[:1], batch_size=4),
+    ):
+        for name in (
+            "stream_per_shard",
+            "shards_per_stream",
+            "samples_per_shard",
+            "samples_per_stream",
+            "shard_offset_per_stream",
+        ):
+            array = getattr(dataset, name)
+            with pytest.raises(ValueError, match="read-only"):
+                array[0] = 12345
+        assert dataset.samples_per_shard.sum() == dataset.num_samples
+
+
 def test_epoch_size_len_and_size_follow_the_seeds_faq(
     mix_remote: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
