@@ -10,6 +10,7 @@ chain with the uninterrupted run through the shared ``support.resume`` helper.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -36,6 +37,7 @@ VAL_IDS = range(5000, 5036)
 GLOBAL_BATCH = 8
 STEPS_PER_EPOCH = 25  # epoch_size 200 / global batch 8
 WATCHDOG_SECONDS = 150
+STACKS_SIGNAL = signal.SIGUSR2  # finish_process asks a hung run for its stacks (SIGUSR1 is a preemption signal)
 PROGRESS_PREFIX = "rig-step "
 
 
@@ -377,19 +379,31 @@ def wait_for_progress(process: subprocess.Popen[str], epoch: int, batch: int) ->
 
 
 def finish_process(process: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
-    """Wait for the run (its output drained) and return (exit status, output); kill its group on timeout."""
+    """Wait for the run (its output drained) and return (exit status, output). On timeout, every process
+    of its group (ranks and their DataLoader workers) first writes the stacks of all its threads
+    (``STACKS_SIGNAL``, registered in ``main``), then the group is killed: a hang names where it hangs."""
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        raise AssertionError(f"the run did not finish in {timeout}s:\n{output[-4000:]}") from None
+        os.killpg(process.pid, STACKS_SIGNAL)
+        try:
+            output, _ = process.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        raise AssertionError(f"the run did not finish in {timeout}s:\n{output[-20000:]}") from None
     return process.returncode, output
 
 
 def main(argv: list[str]) -> int:
-    # A hang in a subprocess should leave stacks behind, not just a timeout.
+    # A hang in a subprocess should leave stacks behind, not just a timeout: on its own after
+    # WATCHDOG_SECONDS, and at once on STACKS_SIGNAL (finish_process sends it to the whole group; the
+    # ranks run this too, and DataLoader workers forked from them inherit the handler).
     faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
     config = RunConfig(**json.loads(argv[1]))
     run(config)
     return 0
