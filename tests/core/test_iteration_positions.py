@@ -98,3 +98,24 @@ def test_closing_a_pass_closes_its_prefetch() -> None:
     samples.close()  # type: ignore[attr-defined]
     assert access.prefetch_closed
     assert list(samples) == []
+
+
+def test_after_a_read_raises_the_pass_goes_on_with_the_next_sample() -> None:
+    access = _Access(8, 16)
+    samples, shard_ids, offsets = _pass(access, 100, predownload=64)
+    failing = (int(shard_ids[5]), int(offsets[5]))
+    original = _Reader.read
+
+    def read(self: _Reader, offset: int) -> tuple[int, int]:
+        if (self.shard_id, offset) == failing:
+            raise OSError("rig: a read fails")
+        return original(self, offset)
+
+    expected = list(zip(shard_ids.tolist(), offsets.tolist()))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Reader, "read", read)
+        got = [next(samples) for _ in range(5)]
+        with pytest.raises(OSError, match="a read fails"):
+            next(samples)
+        got += [sample for sample in samples if sample != failing]
+    assert got == [row for row in expected if row != failing]
