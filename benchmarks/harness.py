@@ -4,7 +4,8 @@
 
 No figure means all of them. Each figure's results go to ``benchmarks/results/<figure>.json`` (with
 the command, machine and date), and ``benchmarks/RESULTS.md`` plus its plots are rebuilt from every
-stored figure, so re-measuring one figure keeps the others. ``--smoke`` measures ours only at tiny
+stored figure and the notes in ``benchmarks/notes/`` (``report.py``), so re-measuring one figure keeps
+the others and everything written about them. ``--smoke`` measures ours only at tiny
 sizes into a scratch folder (the CI smoke); it never imports the peers.
 """
 

@@ -1,4 +1,12 @@
-"""Build ``RESULTS.md`` (and its plots) from the stored results of every figure."""
+"""Build ``RESULTS.md`` (and its plots) from the stored results of every figure and the notes.
+
+``RESULTS.md`` is generated: edit its sources, never the file. A figure's section comes from its stored
+record (``benchmarks/results/<figure>.json``) and its module. What people write about the figures
+(analyses, profiles, before-and-after runs) lives in ``benchmarks/notes/``, one Markdown file per note,
+named ``<figure>.<n>.<slug>.md``: it follows that figure's section, in the order of ``<n>``, whether or
+not the figure has been measured. A note that opens with ``## `` is a section of its own; one that does
+not continues the figure's section.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+NOTES_DIR = Path(__file__).resolve().parent / "notes"
 INTRO = """\
 # Benchmark results
 
@@ -75,7 +84,30 @@ def _can_plot() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def write_report(results_dir: Path, report: Path, figures: dict[str, ModuleType]) -> None:
+def read_notes(notes_dir: Path, figures: dict[str, ModuleType]) -> dict[str, list[str]]:
+    """Each figure's notes, in order: the text of ``notes_dir/<figure>.<n>.<slug>.md`` files."""
+    notes: dict[str, list[tuple[int, str]]] = {name: [] for name in figures}
+    for path in notes_dir.glob("*.md") if notes_dir.is_dir() else []:
+        figure, _, rest = path.name.partition(".")
+        order, _, slug = rest.partition(".")
+        if figure not in figures or not order.isdigit() or not slug.endswith("md") or slug == "md":
+            raise ValueError(
+                f"{path}: expected a note named <figure>.<n>.<slug>.md with <figure> one of {list(figures)} and "
+                f"<n> a number, found {path.name!r}; rename it (it follows that figure's section in RESULTS.md)"
+            )
+        notes[figure].append((int(order), path.read_text().strip("\n")))
+    return {name: [text for _, text in sorted(found)] for name, found in notes.items()}
+
+
+def write_report(
+    results_dir: Path,
+    report: Path,
+    figures: dict[str, ModuleType],
+    *,
+    notes_dir: Path = NOTES_DIR,
+    plots: bool = True,
+) -> None:
+    notes = read_notes(notes_dir, figures)
     records = {name: record for name in figures if (record := _load(results_dir, name)) is not None}
     lines = [INTRO]
     if records:
@@ -100,27 +132,36 @@ def write_report(results_dir: Path, report: Path, figures: dict[str, ModuleType]
         lines += ["## Targets (issues 3, 4 and 17)", "", "| target | measured | met |", "|---|---|---|"]
         lines += [f"| {what} | {measured} | {'yes' if met else '**no**'} |" for what, measured, met in checks]
         lines.append("")
-    for name, record in records.items():
-        module = figures[name]
-        lines += [f"## {module.TITLE}", ""]
-        rounds = f"{record['repeats']} round{'s' if record['repeats'] != 1 else ''}"
-        lines += [
-            f"Command: `{record['command']}` ({record['date']}, core `stream_plugin/` at {record.get('core', 'unknown')}, "
-            f"{rounds}, {record['minutes']} min)",
-            "",
-        ]
-        description = getattr(module, "DESCRIPTION", None) or _paragraphs(module.__doc__ or "")
-        if description:
-            lines += [description, ""]
-        if hasattr(module, "plot") and _can_plot():
-            picture = report.parent / f"{name}.png"
-            module.plot(record["result"], picture)
-            lines += [f"![{module.TITLE}]({picture.name})", ""]
-        lines += [module.render(record["result"]), ""]
-        for title, body in getattr(module, "extra_sections", lambda result: [])(record["result"]):
-            lines += [f"### {title}", "", body, ""]
+    for name, module in figures.items():
+        record = records.get(name)
+        if record is not None:
+            lines += _figure_section(module, record, report, plots=plots)
+        lines += [line for text in notes[name] for line in (text, "")]
     lines.append(FAIRNESS)
     report.write_text("\n".join(lines))
+
+
+def _figure_section(module: ModuleType, record: dict[str, Any], report: Path, *, plots: bool) -> list[str]:
+    lines = [f"## {module.TITLE}", ""]
+    rounds = f"{record['repeats']} round{'s' if record['repeats'] != 1 else ''}"
+    lines += [
+        f"Command: `{record['command']}` ({record['date']}, core `stream_plugin/` at {record.get('core', 'unknown')}, "
+        f"{rounds}, {record['minutes']} min)",
+        "",
+    ]
+    description = getattr(module, "DESCRIPTION", None) or _paragraphs(module.__doc__ or "")
+    if description:
+        lines += [description, ""]
+    if hasattr(module, "plot"):
+        picture = report.parent / f"{module.FIGURE}.png"
+        if plots and _can_plot():
+            module.plot(record["result"], picture)
+        if picture.exists():
+            lines += [f"![{module.TITLE}]({picture.name})", ""]
+    lines += [module.render(record["result"]), ""]
+    for title, body in getattr(module, "extra_sections", lambda result: [])(record["result"]):
+        lines += [f"### {title}", "", body, ""]
+    return lines
 
 
 def _paragraphs(docstring: str) -> str:
