@@ -12,9 +12,12 @@ Two policies, set once per process by the first reader in it (``settle_heap``):
 
 - **A DataLoader worker** exists to produce batches: it keeps up to 512 MiB of freed heap (a batch of
   256 x 1 MiB) and serves allocations up to 32 MiB from the heap.
-- **The main process** (``num_workers=0``) is the user's training process: it gets exactly the state
-  glibc's own dynamic heuristic converges to once a process has freed one large block (mmap threshold
-  32 MiB, glibc's maximum on 64-bit, and trim threshold twice that). Nothing is lowered, and at most
+- **The main process** is the user's training process, whether it reads samples itself
+  (``num_workers=0``) or receives whole batches from workers through ``StreamingDataLoader`` (a batch
+  of 256 x 100 KiB arrives there as 25 MB of new ``bytes``, page-faulted in anew for every batch under
+  glibc's defaults). It gets exactly the state glibc's own dynamic heuristic converges to once a
+  process has freed one large block (mmap threshold 32 MiB, glibc's maximum on 64-bit, and trim
+  threshold twice that). Nothing is lowered, and at most
   64 MiB of freed heap stays resident. It is left alone where the user chose an allocator setting
   (``MALLOC_*_`` variables or ``glibc.malloc`` tunables), or with ``STREAM_PLUGIN_KEEP_MALLOC=1``.
 """

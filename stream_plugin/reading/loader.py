@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, default_collate
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.cursor import IterationPlan, persistent_worker_plan
 from stream_plugin.reading.dataset import StreamingDataset
+from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.transport import PackedCollate, widen_result_pipe
 
@@ -99,10 +100,12 @@ class StreamingDataLoader(DataLoader):
 
     def _get_iterator(self) -> Any:
         """torch's iterator (workers started here), with the workers' result pipe widened to carry a
-        whole batch in one write (``transport.widen_result_pipe``)."""
+        whole batch in one write (``transport.widen_result_pipe``), and this process's heap settled
+        for the batches it receives (``heap.settle_heap``: as if it read them itself)."""
         iterator = super()._get_iterator()
         if self.num_workers:
             widen_result_pipe(iterator)
+            settle_heap(in_worker=False)  # after the workers started: they settle their own
         return iterator
 
     @property

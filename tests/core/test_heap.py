@@ -1,9 +1,11 @@
 import multiprocessing
 import platform
 import resource
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import torch
 
 from stream_plugin.reading import heap
 from stream_plugin.reading.heap import keep_freed_heap, settle_heap, user_chose_malloc
@@ -116,3 +118,52 @@ def test_settle_heap_sets_each_policy_once_per_process(monkeypatch: pytest.Monke
     assert calls == [(heap.MAIN_TRIM_THRESHOLD, heap.MAIN_MMAP_THRESHOLD)]
     assert settle_heap(in_worker=True)
     assert calls[1:] == [()]  # the worker's own defaults
+
+
+class _LargeSamples(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """``count`` samples of 100 KiB, made in the worker."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __iter__(self) -> Iterator[bytes]:
+        for index in range(self.count):
+            yield bytes([index % 256]) * (100 * 1024)
+
+
+def _faults_in_the_main_process_of_a_loader(results: Any) -> None:
+    from stream_plugin import StreamingDataLoader
+
+    # Batches of 64 x 100 KiB: 6.4 MB of new bytes (1,600 pages) per batch, copied out of a shared block.
+    loader = StreamingDataLoader(_LargeSamples(64 * 21), batch_size=64, num_workers=1, collate_fn=list)
+    batches = iter(loader)
+    next(batches)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    received = sum(len(batch) for batch in batches)
+    results.put((received, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before))
+
+
+def _loader_faults() -> tuple[int, int]:
+    context = multiprocessing.get_context("spawn")  # a fresh allocator, untouched by pytest
+    results = context.Queue()
+    process = context.Process(target=_faults_in_the_main_process_of_a_loader, args=(results,))
+    process.start()
+    found = results.get(timeout=120)
+    process.join(timeout=60)
+    assert process.exitcode == 0
+    return found
+
+
+def test_the_main_process_of_a_loader_with_workers_reuses_the_memory_of_the_last_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in (heap.KEEP_MALLOC_VARIABLE, "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)  # the spawned child inherits this environment
+    received, settled = _loader_faults()
+    assert received == 64 * 20
+    monkeypatch.setenv(heap.KEEP_MALLOC_VARIABLE, "1")  # the user keeps glibc's defaults
+    received, left_alone = _loader_faults()
+    assert received == 64 * 20
+    # Under glibc's defaults the freed batch goes back to the OS and the next one is faulted in anew.
+    assert left_alone > 20 * 400, left_alone
+    assert settled < left_alone / 3, (settled, left_alone)
