@@ -104,10 +104,12 @@ def write_report(
     report: Path,
     figures: dict[str, ModuleType],
     *,
-    notes_dir: Path = NOTES_DIR,
+    notes_dir: Path | None = NOTES_DIR,
     plots: bool = True,
 ) -> None:
-    notes = read_notes(notes_dir, figures)
+    """Write the report of the records in ``results_dir`` to ``report``, each figure's notes after its
+    section (none with ``notes_dir=None``: a scratch report of other measurements)."""
+    notes = read_notes(notes_dir, figures) if notes_dir is not None else {name: [] for name in figures}
     records = {name: record for name in figures if (record := _load(results_dir, name)) is not None}
     lines = [INTRO]
     if records:

@@ -104,7 +104,13 @@ def test_index_benchmark_measures_every_situation_for_ours() -> None:
     rows = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("1,000")]
     situations = [" ".join(row[3:-4]) for row in rows]
     assert situations == [
-        "local cold", "local warm", "remote cold", "remote warm", "2 ranks local cold", "2 ranks remote cold"
+        "local cold",
+        "local warm",
+        "remote cold",
+        "remote warm",
+        "2 ranks local cold",
+        "2 ranks local warm",
+        "2 ranks remote cold",
     ]
     assert all(float(row[-4]) > 0 for row in rows)
 
