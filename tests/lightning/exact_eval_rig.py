@@ -71,6 +71,10 @@ def main(data: Path, devices: int) -> None:
         enable_model_summary=False,
     )
     trainer.validate(Recorder(), datamodule=module)
+    if torch.distributed.is_initialized():
+        # Before the interpreter exits: gloo's threads can otherwise abort it at finalization
+        # ("terminate called without an active exception"; pytorch/pytorch#179291).
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

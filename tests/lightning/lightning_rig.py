@@ -406,6 +406,10 @@ def main(argv: list[str]) -> int:
     faulthandler.register(STACKS_SIGNAL, all_threads=True)
     config = RunConfig(**json.loads(argv[1]))
     run(config)
+    if torch.distributed.is_initialized():
+        # Before the interpreter exits: gloo's threads can otherwise abort it at finalization
+        # ("terminate called without an active exception"; pytorch/pytorch#179291).
+        torch.distributed.destroy_process_group()
     return 0
 
 
