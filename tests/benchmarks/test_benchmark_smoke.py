@@ -115,6 +115,22 @@ def test_index_benchmark_measures_every_situation_for_ours() -> None:
     assert all(float(row[-4]) > 0 for row in rows)
 
 
+def test_index_benchmark_with_shuffle_opens_shuffled_with_every_shard_file(tmp_path: Path) -> None:
+    from benchmarks.bench_index import make_index, open_first_sample
+
+    folder = tmp_path / "data"
+    make_index(folder, 1_000, every_file=True)
+    assert len(list(folder.glob("shard.*.mds"))) == 1_000
+    assert (folder / "shard.0000999.mds").read_bytes() == (folder / "shard.0000000.mds").read_bytes()
+    command = [sys.executable, "-m", "benchmarks.bench_index", "--shards", "1k", "--ranks", "2", "--shuffle"]
+    result = subprocess.run(command, cwd=REPO_DIR, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("shuffle=True")
+    rows = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("1,000")]
+    assert len(rows) == 7 and all(float(row[-4]) > 0 for row in rows)
+    assert open_first_sample(str(folder), None, "ours", shuffle=True)["seconds"] > 0
+
+
 def test_warm_page_cache_reads_every_file_of_the_dataset_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(REPO_DIR))
     from benchmarks.workloads import dataset_bytes, warm_page_cache
