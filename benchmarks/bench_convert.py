@@ -14,6 +14,7 @@ Run with ``./benchmarks/run convert`` (peers environment), or alone:
 
 from __future__ import annotations
 
+import argparse
 import resource
 import shutil
 import statistics
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import Measurement, interleaved, markdown_table, timed
+from benchmarks.common import Measurement, interleaved, machine_lines, markdown_table, timed
 
 COLUMNS = {"id": "int", "data": "bytes"}
 PAYLOAD = 1024
@@ -198,3 +199,20 @@ def extra_sections(result: dict[str, Any]) -> list[tuple[str, str]]:
             text += " Ours is " + ", and ".join(compared) + "."
     text += " The sample order is the same for any N (tests/converters/test_parallel.py)."
     return [("Parallelism on this machine", text)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="ours only, tiny sizes")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--inputs", type=int, default=FULL_INPUTS)
+    args = parser.parse_args()
+    inputs = SMOKE_INPUTS if args.smoke else args.inputs
+    results, _ = run(inputs, repeats=1 if args.smoke else args.repeats, include_peers=not args.smoke)
+    print("\n".join(machine_lines()))
+    print()
+    print(report(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,9 @@ The index lists N copies of one small MDS shard's entry (``shard.000000.mds`` ..
 ``--shuffle`` only the first shard exists on disk: opening the dataset and reading sample 0 (shuffle
 off, MosaicML's default) needs only that one. With ``--shuffle`` the datasets are opened with
 ``shuffle=True``, as training opens them, and every shard file exists (hard links to a few copies of
-the one shard), so each rank reads its first sample from whichever shard the order puts first. Every measurement is a fresh process (the machine is shared: CPU seconds vary less than wall) (the OS page cache is warm), in four situations:
+the one shard), so each rank reads its first sample from whichever shard the order puts first.
+Every measurement is a fresh process, with the OS page cache warm (the machine is shared: CPU seconds
+vary less than wall), in these situations:
 
 * ``local cold`` / ``local warm``: the folder read in place, before and after a first open kept the
   parsed index (ours keeps it in the user's cache, ``~/.cache/stream_plugin/``, removed for the cold run);

@@ -90,7 +90,7 @@ def read_notes(notes_dir: Path, figures: dict[str, ModuleType]) -> dict[str, lis
     for path in notes_dir.glob("*.md") if notes_dir.is_dir() else []:
         figure, _, rest = path.name.partition(".")
         order, _, slug = rest.partition(".")
-        if figure not in figures or not order.isdigit() or not slug.endswith("md") or slug == "md":
+        if figure not in figures or not order.isdigit() or not slug.removesuffix("md").strip("."):
             raise ValueError(
                 f"{path}: expected a note named <figure>.<n>.<slug>.md with <figure> one of {list(figures)} and "
                 f"<n> a number, found {path.name!r}; rename it (it follows that figure's section in RESULTS.md)"

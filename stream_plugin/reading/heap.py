@@ -8,7 +8,8 @@ threshold also fixes glibc's mmap threshold, at 128 KiB unless set too: every sa
 would then get (and lose) its own fresh mapping, 256 page faults per MiB (0.7 ms for a 1 MiB sample
 against 0.06 ms from the heap), so larger samples come from the heap as well.
 
-Two policies, set once per process by the first reader in it (``settle_heap``):
+Two policies, set once per process (``settle_heap``) by the first reader in it, or in the main process
+by a ``StreamingDataLoader`` that starts workers:
 
 - **A DataLoader worker** exists to produce batches: it keeps up to 512 MiB of freed heap (a batch of
   256 x 1 MiB) and serves allocations up to 32 MiB from the heap.

@@ -84,17 +84,29 @@ def test_smoke_iteration_delivers_samples(smoke_run: Path) -> None:
             assert run["samples"] > 0 and run["samples_per_s"] > 0
 
 
-def test_write_benchmark_cli_smoke_prints_a_table() -> None:
+def _smoke_cli(module: str) -> str:
+    """The standard output of ``python -m benchmarks.<module> --smoke``, which must succeed."""
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_write", "--smoke"],
+        [sys.executable, "-m", f"benchmarks.{module}", "--smoke"],
         cwd=REPO_DIR,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "| write 2,000 x 1 KiB | stream_plugin |" in result.stdout
-    assert "mosaicml-streaming |" not in result.stdout
+    return result.stdout
+
+
+def test_write_benchmark_cli_smoke_prints_a_table() -> None:
+    output = _smoke_cli("bench_write")
+    assert "| write 2,000 x 1 KiB | stream_plugin |" in output
+    assert "mosaicml-streaming |" not in output
+
+
+def test_convert_benchmark_cli_smoke_prints_a_table() -> None:
+    output = _smoke_cli("bench_convert")
+    assert "| stream_plugin N=1 |" in output and "| stream_plugin N=2 |" in output
+    assert "| litdata optimize" not in output and "| mosaicml MDSWriter" not in output
 
 
 def test_index_benchmark_measures_every_situation_for_ours() -> None:

@@ -29,17 +29,22 @@ def _faults_while_rebuilding_batches(keep: bool | str, results: Any) -> None:
     results.put(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
-def _faults(keep: bool | str) -> int:
-    context = multiprocessing.get_context("spawn")  # a fresh allocator, untouched by pytest
+def _in_fresh_process(target: Any, *args: Any, count: int = 1, timeout: float = 60) -> list[Any]:
+    """The first ``count`` values ``target(*args, results)`` puts in ``results``, in a spawned process:
+    a fresh allocator, untouched by pytest."""
+    context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    process = context.Process(target=_faults_while_rebuilding_batches, args=(keep, results))
+    process = context.Process(target=target, args=(*args, results))
     process.start()
-    if keep == "main":
-        results.get(timeout=60)  # whether it was settled: the fault counts below say what it did
-    faults = results.get(timeout=60)
+    found = [results.get(timeout=timeout) for _ in range(count)]
     process.join(timeout=60)
     assert process.exitcode == 0
-    return faults
+    return found
+
+
+def _faults(keep: bool | str) -> int:
+    # With "main", first whether it was settled: the fault counts say what it did.
+    return int(_in_fresh_process(_faults_while_rebuilding_batches, keep, count=2 if keep == "main" else 1)[-1])
 
 
 def test_keep_freed_heap_lets_the_next_batch_reuse_the_memory_of_the_last() -> None:
@@ -62,13 +67,7 @@ def _faults_while_rebuilding_batches_of_mib_samples(results: Any) -> None:
 
 
 def test_keep_freed_heap_serves_samples_of_a_mib_from_the_heap_not_fresh_mappings() -> None:
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    process = context.Process(target=_faults_while_rebuilding_batches_of_mib_samples, args=(results,))
-    process.start()
-    faults = results.get(timeout=60)
-    process.join(timeout=60)
-    assert process.exitcode == 0
+    (faults,) = _in_fresh_process(_faults_while_rebuilding_batches_of_mib_samples)
     # Fresh mappings would fault in 64 x 256 pages (16,384); reused heap memory faults in next to none.
     assert faults < 1000, faults
 
@@ -144,13 +143,7 @@ def _faults_in_the_main_process_of_a_loader(results: Any) -> None:
 
 
 def _loader_faults() -> tuple[int, int]:
-    context = multiprocessing.get_context("spawn")  # a fresh allocator, untouched by pytest
-    results = context.Queue()
-    process = context.Process(target=_faults_in_the_main_process_of_a_loader, args=(results,))
-    process.start()
-    found = results.get(timeout=120)
-    process.join(timeout=60)
-    assert process.exitcode == 0
+    (found,) = _in_fresh_process(_faults_in_the_main_process_of_a_loader, timeout=120)
     return found
 
 
