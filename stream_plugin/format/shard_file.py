@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from stream_plugin.errors import ShardIntegrityError
+from stream_plugin.fileio import HUGE_PAGE_BYTES
 from stream_plugin.format.index import FileInfo, ShardEntry
 
 _UINT32 = struct.Struct("<I")
@@ -50,6 +51,8 @@ class MappedFile:
                 )
             # mmap refuses empty files; an empty JSON shard (0 samples) is legal.
             self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        if self._map is not None and size >= HUGE_PAGE_BYTES:
+            map_in_huge_pages(self._map)
         self.view = memoryview(self._map) if self._map is not None else memoryview(b"")
 
     @property
@@ -67,6 +70,26 @@ class MappedFile:
             # Zero-copy arrays handed out still point into the map; it unmaps when they go away.
             pass
         self._map = None
+
+
+def map_in_huge_pages(mapped: mmap.mmap) -> bool:
+    """Ask Linux to back ``mapped`` with huge pages where it can (``MADV_HUGEPAGE``); whether it took.
+
+    A shuffled pass reads each sample from a different 4 KiB page of a different shard, and every
+    such page costs a TLB miss: with 1 KiB samples, a quarter of the CPU time per sample. With the
+    advice, pages that are not yet cached are read in as 2 MiB folios and mapped 2 MiB at a time, in
+    this process and every later one. (Pages already cached in small folios stay as they are; the
+    cache's downloads write in whole huge pages, ``fileio.open_in_huge_pages``, so they are not.)
+    Elsewhere, or where the kernel refuses, nothing changes.
+    """
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is None:
+        return False
+    try:
+        mapped.madvise(advice)
+    except OSError:  # a kernel without transparent huge pages
+        return False
+    return True
 
 
 def read_offset_table(buffer: memoryview, *, samples: int, source: str) -> np.ndarray:

@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from stream_plugin.errors import ConfigError, StorageError
-from stream_plugin.fileio import temporary_sibling
+from stream_plugin.fileio import copy_in_huge_pages, temporary_sibling
 from stream_plugin.storage.base import RemoteAccessDeniedError, RemoteNotFoundError, check_key
 
 
@@ -74,7 +74,7 @@ class LocalStore:
         """Copy the file to ``dest``; ``timeout`` is accepted for the protocol and ignored."""
         source = self.path_of(key)
         with _mapped_errors(source, "download"):
-            shutil.copyfile(source, dest)
+            copy_in_huge_pages(source, dest)
         return os.path.getsize(dest)
 
     def upload(self, src: str | os.PathLike[str], key: str) -> None:
