@@ -36,6 +36,13 @@ def main() -> None:
     parser.add_argument("--shuffle", choices=["on", "off"], default="on")
     parser.add_argument("--libraries", nargs="+", default=[OURS, MOSAICML, LITDATA], choices=[OURS, MOSAICML, LITDATA, BARE])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--page-cache",
+        choices=["huge", "small"],
+        default="huge",
+        help="how the dataset is cached before each run: in huge folios as writing it leaves it (the "
+        "harness's way), or in small folios, dropped and read back with read() (workloads.warm_page_cache)",
+    )
     args = parser.parse_args()
     workload = next(w for w in FULL_WORKLOADS if w.name == args.workload)
     root = default_data_root()
@@ -44,7 +51,7 @@ def main() -> None:
     for _ in range(args.repeats):
         for library in args.libraries:
             local = folder_for(root, workload, library)
-            warm_page_cache(local)
+            warm_page_cache(local, small_folios=args.page_cache == "small")
             result = run_child(
                 "benchmarks.bench_iterate:measure_once",
                 library=library,
@@ -55,7 +62,10 @@ def main() -> None:
                 batch_size=workload.batch_size,
             )
             speeds[library].append(result["samples_per_s"])
-    print(f"{workload.name}, shuffle {args.shuffle}, {args.workers} workers, {args.repeats} rounds")
+    print(
+        f"{workload.name}, shuffle {args.shuffle}, {args.workers} workers, {args.repeats} rounds, "
+        f"page cache in {args.page_cache} folios"
+    )
     ours = statistics.median(speeds[OURS]) if OURS in speeds else None
     for library, values in speeds.items():
         median = statistics.median(values)

@@ -108,7 +108,7 @@ def dataset_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and path.name != _MARKER)
 
 
-def warm_page_cache(folder: Path, chunk: int = 8 << 20) -> int:
+def warm_page_cache(folder: Path, chunk: int = 8 << 20, *, small_folios: bool = False) -> int:
     """Bring every file of ``folder`` into the page cache as writing it left it, so that a "warm local
     cache" measurement finds the whole dataset cached; returns the bytes brought in.
 
@@ -122,15 +122,19 @@ def warm_page_cache(folder: Path, chunk: int = 8 << 20) -> int:
     instead, and a shuffled pass through a map then pays a TLB miss per 4 KiB page. So on Linux each
     file is read through a map with ``MADV_HUGEPAGE``, after dropping it from the page cache if it is
     held in small folios: the state writing the dataset leaves. Elsewhere it is read with ``read``.
+    ``small_folios=True`` measures the other state: each file dropped and read back with ``read``.
     """
     total = 0
     buffer = bytearray(chunk)
     for path in sorted(folder.rglob("*")):
         if not path.is_file():
             continue
-        if sys.platform == "linux" and hasattr(mmap, "MADV_HUGEPAGE") and path.stat().st_size >= _HUGE_PAGE:
+        huge_pages = sys.platform == "linux" and hasattr(mmap, "MADV_HUGEPAGE")
+        if huge_pages and not small_folios and path.stat().st_size >= _HUGE_PAGE:
             total += _warm_in_huge_pages(path)
             continue
+        if huge_pages and small_folios:
+            _drop_from_page_cache(path)
         with open(path, "rb", buffering=0) as file:
             while read := file.readinto(buffer):
                 total += read
@@ -151,10 +155,14 @@ def _warm_in_huge_pages(path: Path) -> int:
             huge = _pmd_mapped_bytes(path)
             if attempt or huge >= len(mapped) - len(mapped) % _HUGE_PAGE - _HUGE_PAGE:
                 return len(mapped)
-        with open(path, "rb") as file:
-            os.fsync(file.fileno())  # only clean pages can be dropped (a no-op for a dataset written long ago)
-            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        _drop_from_page_cache(path)
     raise AssertionError("unreachable")
+
+
+def _drop_from_page_cache(path: Path) -> None:
+    with open(path, "rb") as file:
+        os.fsync(file.fileno())  # only clean pages can be dropped (a no-op for a dataset written long ago)
+        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def _pmd_mapped_bytes(path: Path) -> int:

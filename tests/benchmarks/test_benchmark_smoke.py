@@ -173,6 +173,9 @@ def test_warm_page_cache_leaves_a_file_read_in_small_folios_mapped_in_huge_pages
     assert _mapped_in_huge_pages(shard, _pmd_mapped_bytes) == 0
     assert warm_page_cache(tmp_path) == 4 << 20
     assert _mapped_in_huge_pages(shard, _pmd_mapped_bytes) == 4 << 20
+    # The other state, for measuring what huge pages are worth: dropped and read back with read().
+    assert warm_page_cache(tmp_path, small_folios=True) == 4 << 20
+    assert _mapped_in_huge_pages(shard, _pmd_mapped_bytes) == 0
 
 
 def _mapped_in_huge_pages(path: Path, pmd_mapped_bytes: Any) -> int:

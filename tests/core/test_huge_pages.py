@@ -127,10 +127,10 @@ def test_the_huge_page_writer_refuses_a_write_after_close(tmp_path: Path) -> Non
 def test_a_file_written_in_small_pieces_through_the_huge_page_writer_is_mapped_in_huge_pages(huge_folios: Path) -> None:
     data = os.urandom(4 * HUGE_PAGE_BYTES)
     plain, huge = huge_folios / "plain", huge_folios / "huge"
-    for path, opener in ((plain, lambda p: open(p, "wb", buffering=0)), (huge, open_in_huge_pages)):
-        with opener(path) as handle:
-            for start in range(0, len(data), 1 << 20):  # 1 MiB pieces, as the downloads get them
-                handle.write(data[start : start + (1 << 20)])
+    with open(plain, "wb", buffering=0) as plain_file, open_in_huge_pages(huge) as huge_file:
+        for start in range(0, len(data), 1 << 20):  # 1 MiB pieces, as the downloads get them
+            plain_file.write(data[start : start + (1 << 20)])
+            huge_file.write(data[start : start + (1 << 20)])
     assert _pmd_mapped_kib(plain) == 0  # what the writer is for: 1 MiB writes leave small folios
     assert _pmd_mapped_kib(huge) == len(data) // 1024
 
