@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,7 +85,7 @@ class LocalStore:
         temporary = temporary_sibling(target)
         try:
             with _mapped_errors(Path(src), "upload"):
-                shutil.copyfile(src, temporary)
+                copy_in_huge_pages(src, temporary)
             os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.huge_pages import drop_from_page_cache, pmd_mapped_kib, require_huge_folios, smaps_of
 
 from stream_plugin.fileio import HUGE_PAGE_BYTES, HugePageWriter, copy_in_huge_pages, open_in_huge_pages
 from stream_plugin.format.index import FileInfo
@@ -35,52 +36,9 @@ class _Recorder:
         pass
 
 
-def _smaps_of(path: Path) -> dict[str, str]:
-    """This process's smaps fields of its mapping of ``path``."""
-    fields: dict[str, str] = {}
-    inside = False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split(maxsplit=5)
-        if len(head) >= 5 and "-" in head[0] and ":" not in head[0]:
-            inside = len(head) == 6 and head[5] == str(path)
-        elif inside and ":" in line:
-            key, value = line.split(":", 1)
-            fields[key] = value.strip()
-    return fields
-
-
-def _pmd_mapped_kib(path: Path, *, advise: bool = False) -> int:
-    """KiB of ``path`` this process maps in huge pages after touching every page of it."""
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        if advise:
-            mapped.madvise(mmap.MADV_HUGEPAGE)
-        sum(mapped[offset] for offset in range(0, len(mapped), 4096))
-        return int(_smaps_of(path)["FilePmdMapped"].split()[0])
-
-
-def _drop_from_page_cache(path: Path) -> None:
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())  # only clean pages can be dropped
-        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-
-
-def _kernel_maps_large_writes_in_huge_pages(folder: Path) -> bool:
-    """Whether this kernel and file system keep a file written in one 4 MiB write in huge folios (ext4
-    and xfs on Linux 6.x with large folios; not tmpfs without huge=, not every file system)."""
-    probe = folder / "probe"
-    probe.write_bytes(os.urandom(2 * HUGE_PAGE_BYTES))
-    try:
-        return _pmd_mapped_kib(probe) > 0
-    finally:
-        probe.unlink()
-
-
 @pytest.fixture
 def huge_folios(tmp_path: Path) -> Path:
-    """A folder whose files' page cache can hold huge folios; skips where it cannot."""
-    if sys.platform != "linux" or not _kernel_maps_large_writes_in_huge_pages(tmp_path):
-        pytest.skip("this kernel or file system keeps no huge folios in the page cache")
-    return tmp_path
+    return require_huge_folios(tmp_path)
 
 
 def test_the_huge_page_writer_hands_the_os_whole_aligned_pieces_whatever_the_pieces_it_is_given(tmp_path: Path) -> None:
@@ -131,8 +89,8 @@ def test_a_file_written_in_small_pieces_through_the_huge_page_writer_is_mapped_i
         for start in range(0, len(data), 1 << 20):  # 1 MiB pieces, as the downloads get them
             plain_file.write(data[start : start + (1 << 20)])
             huge_file.write(data[start : start + (1 << 20)])
-    assert _pmd_mapped_kib(plain) == 0  # what the writer is for: 1 MiB writes leave small folios
-    assert _pmd_mapped_kib(huge) == len(data) // 1024
+    assert pmd_mapped_kib(plain) == 0  # what the writer is for: 1 MiB writes leave small folios
+    assert pmd_mapped_kib(huge) == len(data) // 1024
 
 
 @linux_only
@@ -141,7 +99,7 @@ def test_a_copy_in_huge_pages_is_mapped_in_huge_pages(huge_folios: Path) -> None
     source.write_bytes(os.urandom(2 * HUGE_PAGE_BYTES + 100))
     copy_in_huge_pages(source, huge_folios / "copy")
     assert (huge_folios / "copy").read_bytes() == source.read_bytes()
-    assert _pmd_mapped_kib(huge_folios / "copy") == 2 * HUGE_PAGE_BYTES // 1024
+    assert pmd_mapped_kib(huge_folios / "copy") == 2 * HUGE_PAGE_BYTES // 1024
 
 
 @linux_only
@@ -151,7 +109,7 @@ def test_a_shard_map_asks_for_huge_pages(tmp_path: Path) -> None:
     path.write_bytes(b"\0" * HUGE_PAGE_BYTES)
     mapped = MappedFile(tmp_path, FileInfo("shard", HUGE_PAGE_BYTES, {}), what="test file")
     try:
-        assert "hg" in _smaps_of(path)["VmFlags"].split()
+        assert "hg" in smaps_of(path)["VmFlags"].split()
     finally:
         mapped.close()
 
@@ -162,10 +120,23 @@ def test_a_shard_read_from_a_cold_page_cache_is_mapped_in_huge_pages(huge_folios
     with open(path, "wb", buffering=0) as handle:
         for _ in range(32):
             handle.write(os.urandom(1 << 17))  # 128 KiB writes: small folios while cached
-    _drop_from_page_cache(path)
+    drop_from_page_cache(path)
     mapped = MappedFile(huge_folios, FileInfo("shard", 2 * HUGE_PAGE_BYTES, {}), what="test file")
     try:
         sum(mapped.view[offset] for offset in range(0, len(mapped.view), 4096))
-        assert int(_smaps_of(path)["FilePmdMapped"].split()[0]) > 0
+        assert int(smaps_of(path)["FilePmdMapped"].split()[0]) > 0
     finally:
         mapped.close()
+
+
+@linux_only
+@pytest.mark.parametrize("codec", ["zstd", "gz"])
+def test_a_decompressed_shard_is_mapped_in_huge_pages(huge_folios: Path, codec: str) -> None:
+    from stream_plugin.format.compression import compress, decompress_file
+
+    data = os.urandom(HUGE_PAGE_BYTES) * 2  # decompressed in 1 MiB pieces
+    (huge_folios / "shard.mds.z").write_bytes(compress(codec, data))
+    written = decompress_file(codec, huge_folios / "shard.mds.z", huge_folios / "shard.mds", expected_size=len(data))
+    assert written == len(data)
+    assert (huge_folios / "shard.mds").read_bytes() == data
+    assert pmd_mapped_kib(huge_folios / "shard.mds") == len(data) // 1024
