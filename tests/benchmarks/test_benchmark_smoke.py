@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.paths import REPO_DIR
@@ -154,33 +153,22 @@ def test_warm_page_cache_reads_every_file_of_the_dataset_once(tmp_path: Path, mo
     assert warm_page_cache(tmp_path, chunk=1 << 20) == dataset_bytes(tmp_path) == 2 + 256 * 40_000
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="huge folios of the page cache are Linux's")
 def test_warm_page_cache_leaves_a_file_read_in_small_folios_mapped_in_huge_pages_as_its_writer_left_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.syspath_prepend(str(REPO_DIR))
-    from benchmarks.workloads import _pmd_mapped_bytes, warm_page_cache
+    from support.huge_pages import pmd_mapped_kib, require_huge_folios
 
+    monkeypatch.syspath_prepend(str(REPO_DIR))
+    from benchmarks.workloads import warm_page_cache
+
+    require_huge_folios(tmp_path)
     shard = tmp_path / "shard.00000.mds"
     with open(shard, "wb", buffering=0) as handle:
         for _ in range(64):
             handle.write(os.urandom(1 << 16))  # 64 KiB writes: cached in small folios, like a read() back
-    probe = tmp_path / "probe"
-    probe.write_bytes(os.urandom(4 << 20))  # one write: huge folios, where the kernel keeps them
-    if _mapped_in_huge_pages(probe, _pmd_mapped_bytes) == 0:
-        pytest.skip("this kernel or file system keeps no huge folios in the page cache")
-    probe.unlink()
-    assert _mapped_in_huge_pages(shard, _pmd_mapped_bytes) == 0
+    assert pmd_mapped_kib(shard) == 0
     assert warm_page_cache(tmp_path) == 4 << 20
-    assert _mapped_in_huge_pages(shard, _pmd_mapped_bytes) == 4 << 20
+    assert pmd_mapped_kib(shard) == 4 << 10
     # The other state, for measuring what huge pages are worth: dropped and read back with read().
     assert warm_page_cache(tmp_path, small_folios=True) == 4 << 20
-    assert _mapped_in_huge_pages(shard, _pmd_mapped_bytes) == 0
-
-
-def _mapped_in_huge_pages(path: Path, pmd_mapped_bytes: Any) -> int:
-    import mmap
-
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        sum(mapped[offset] for offset in range(0, len(mapped), 4096))
-        return int(pmd_mapped_bytes(path))
+    assert pmd_mapped_kib(shard) == 0
