@@ -19,7 +19,6 @@ from typing import IO, Any, Protocol
 import zstandard
 
 from stream_plugin.errors import ConfigError, ConfigTypeError, MissingDependencyError, ShardIntegrityError
-from stream_plugin.fileio import open_in_huge_pages
 
 __all__ = [
     "CompressionSpec",
@@ -383,7 +382,7 @@ def decompress_file(
     if Path(src).stat().st_size == 0:
         raise _corrupt(parsed, label, "an empty file")
     try:
-        with open(src, "rb") as reader, open_in_huge_pages(dst) as file:
+        with open(src, "rb") as reader, open(dst, "wb") as file:
             writer: Any = file if expected_size is None else _BoundedSink(file, expected_size)
             if codec.stream_decompress is not None:
                 written = codec.stream_decompress(reader, writer)

@@ -17,10 +17,12 @@ from typing import Any
 import numpy as np
 
 from stream_plugin.errors import ShardIntegrityError
-from stream_plugin.fileio import HUGE_PAGE_BYTES
 from stream_plugin.format.index import FileInfo, ShardEntry
 
 _UINT32 = struct.Struct("<I")
+# The size of a huge page (a PMD on x86-64 and arm64 with 4 KiB pages): Linux maps a 2 MiB folio of a
+# file's page cache with one page-table entry, so one TLB entry covers it.
+HUGE_PAGE_BYTES = 2 << 20
 
 
 def missing_file_error(path: Path, *, what: str) -> FileNotFoundError:
@@ -78,9 +80,10 @@ def map_in_huge_pages(mapped: mmap.mmap) -> bool:
     A shuffled pass reads each sample from a different 4 KiB page of a different shard, and every
     such page costs a TLB miss: with 1 KiB samples, a quarter of the CPU time per sample. With the
     advice, pages that are not yet cached are read in as 2 MiB folios and mapped 2 MiB at a time, in
-    this process and every later one. (Pages already cached in small folios stay as they are; the
-    cache's downloads write in whole huge pages, ``fileio.open_in_huge_pages``, so they are not.)
-    Elsewhere, or where the kernel refuses, nothing changes.
+    this process and every later one. Pages already cached stay in the folios they are in: a shard
+    written in one piece (the writers) is in huge folios already; one written in smaller pieces (a
+    download: writing huge folios made downloads about 1.7x slower here, so they do not) is mapped in
+    4 KiB pages until the kernel evicts it. Elsewhere, or where the kernel refuses, nothing changes.
     """
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     if advice is None:

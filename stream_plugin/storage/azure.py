@@ -32,7 +32,6 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from stream_plugin.errors import ConfigError, StorageError
-from stream_plugin.fileio import open_in_huge_pages
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -201,7 +200,7 @@ class AzureStore:
         with self._mapped_errors(full_key, "download"):
             stream = self.client().download_blob(full_key, max_concurrency=1, **self._timeouts(timeout))
             expected = int(stream.size)
-            with open_in_huge_pages(dest) as handle:
+            with open(dest, "wb") as handle:
                 written = int(stream.readinto(handle))
         check_complete(self._describe(full_key), expected, written)
         return written

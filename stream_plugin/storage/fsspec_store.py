@@ -21,7 +21,6 @@ import fsspec
 from fsspec.registry import known_implementations
 
 from stream_plugin.errors import ConfigError, MissingDependencyError, StorageError
-from stream_plugin.fileio import open_in_huge_pages
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -134,7 +133,7 @@ class FsspecStore:
         written = 0
         with self._mapped_errors(path, "download"):
             expected = fs.size(path)
-            with fs.open(path, "rb") as source, open_in_huge_pages(dest) as handle:
+            with fs.open(path, "rb") as source, open(dest, "wb") as handle:
                 while chunk := source.read(CHUNK_SIZE):
                     handle.write(chunk)
                     written += len(chunk)

@@ -28,7 +28,6 @@ from google.cloud import storage
 from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
 
 from stream_plugin.errors import StorageError
-from stream_plugin.fileio import open_in_huge_pages
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -215,7 +214,7 @@ class GcsStore:
         full_key = self.full_key(key)
         blob = self.bucket().blob(full_key)
         with self._mapped_errors(full_key, "download"):
-            with open_in_huge_pages(dest) as handle:
+            with open(dest, "wb") as handle:
                 blob.download_to_file(handle, retry=None, **self._timeout(timeout))
             written = os.path.getsize(dest)
         check_complete(self._describe(full_key), blob.size, written)

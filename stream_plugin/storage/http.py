@@ -20,7 +20,6 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import MaxRetryError
 
 from stream_plugin.errors import StorageError
-from stream_plugin.fileio import open_in_huge_pages
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -130,7 +129,7 @@ class HttpStore:
         with (
             self._mapped_errors(url, "download"),
             self._response(url, "GET", timeout) as response,
-            open_in_huge_pages(dest) as handle,
+            open(dest, "wb") as handle,
         ):
             announced = response.headers.get("Content-Length")
             remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from stream_plugin.errors import ConfigError, StorageError
-from stream_plugin.fileio import copy_in_huge_pages, temporary_sibling
+from stream_plugin.fileio import temporary_sibling
 from stream_plugin.storage.base import RemoteAccessDeniedError, RemoteNotFoundError, check_key
 
 
@@ -73,7 +74,7 @@ class LocalStore:
         """Copy the file to ``dest``; ``timeout`` is accepted for the protocol and ignored."""
         source = self.path_of(key)
         with _mapped_errors(source, "download"):
-            copy_in_huge_pages(source, dest)
+            shutil.copyfile(source, dest)
         return os.path.getsize(dest)
 
     def upload(self, src: str | os.PathLike[str], key: str) -> None:
@@ -85,7 +86,7 @@ class LocalStore:
         temporary = temporary_sibling(target)
         try:
             with _mapped_errors(Path(src), "upload"):
-                copy_in_huge_pages(src, temporary)
+                shutil.copyfile(src, temporary)
             os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)

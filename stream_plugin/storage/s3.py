@@ -25,7 +25,6 @@ from botocore import UNSIGNED
 from botocore.config import Config
 
 from stream_plugin.errors import ConfigError, StorageError
-from stream_plugin.fileio import open_in_huge_pages
 from stream_plugin.gc_pause import collection_paused
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
@@ -306,7 +305,7 @@ class S3Store:
             raw = getattr(body, "_raw_stream", body)
             with attempt_deadline(remaining, lambda: abort_response(raw)) as expired:
                 try:
-                    with open_in_huge_pages(dest) as handle:
+                    with open(dest, "wb") as handle:
                         for chunk in body.iter_chunks(self.chunk_size):
                             handle.write(chunk)
                             written += len(chunk)

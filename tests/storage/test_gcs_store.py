@@ -234,14 +234,3 @@ def test_missing_google_cloud_storage_names_the_extra(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "google.cloud", None)  # what an uninstalled package looks like
     with pytest.raises(MissingDependencyError, match=r"gs:// backend .* pip install 'stream-plugin\[gcs\]'"):
         open_store("gs://b/p")
-
-
-def test_a_download_is_mapped_in_huge_pages(gcs_store: GcsStore, tmp_path: Path) -> None:
-    from support.huge_pages import pmd_mapped_kib, require_huge_folios
-
-    require_huge_folios(tmp_path)
-    payload = os.urandom(4 << 20)
-    gcs_store.upload(write(tmp_path / "shard", payload), "shard.mds")
-    assert gcs_store.download("shard.mds", tmp_path / "out") == len(payload)
-    assert (tmp_path / "out").read_bytes() == payload
-    assert pmd_mapped_kib(tmp_path / "out") == len(payload) // 1024

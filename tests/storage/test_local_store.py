@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from stream_plugin.errors import ConfigError, StorageError
-from stream_plugin.fileio import HUGE_PAGE_BYTES
 from stream_plugin.storage import LocalStore, RemoteNotFoundError
 
 
@@ -92,19 +91,3 @@ def test_key_escaping_the_root_is_rejected(store: LocalStore) -> None:
         StorageError, match=r"Expected a key inside .*found '\.\./secret' with a '\.\.' segment"
     ):
         store.read_bytes("../secret")
-
-
-def test_download_and_upload_leave_their_copies_mapped_in_huge_pages(store: LocalStore, tmp_path: Path) -> None:
-    from support.huge_pages import pmd_mapped_kib, require_huge_folios
-
-    require_huge_folios(tmp_path)
-    size = 2 * HUGE_PAGE_BYTES
-    source = tmp_path / "source.mds"
-    with open(source, "wb", buffering=0) as handle:
-        for _ in range(size // 65536):
-            handle.write(os.urandom(65536))  # small writes: the source itself is in small folios
-    store.upload(source, "shards/shard.mds")
-    assert pmd_mapped_kib(store.path_of("shards/shard.mds")) == size // 1024
-    assert store.download("shards/shard.mds", tmp_path / "copy.mds") == size
-    assert pmd_mapped_kib(tmp_path / "copy.mds") == size // 1024
-    assert (tmp_path / "copy.mds").read_bytes() == source.read_bytes()

@@ -265,16 +265,3 @@ def test_client_creation_runs_no_full_garbage_collection(s3_bucket: S3Bucket) ->
     finally:
         gc.callbacks.remove(count)
     assert full_collections == []
-
-
-def test_a_download_in_small_pieces_is_mapped_in_huge_pages(s3_bucket: S3Bucket, tmp_path: Path) -> None:
-    from support.huge_pages import pmd_mapped_kib, require_huge_folios
-
-    require_huge_folios(tmp_path)
-    data = os.urandom(4 << 20)
-    write(tmp_path / "shard.mds", data)
-    store = S3Store(s3_bucket.url("root"), endpoint_url=s3_bucket.endpoint_url, chunk_size=100_000)
-    store.upload(tmp_path / "shard.mds", "shard.mds")
-    assert store.download("shard.mds", tmp_path / "copy.mds") == len(data)  # in uneven 100 KB pieces
-    assert (tmp_path / "copy.mds").read_bytes() == data
-    assert pmd_mapped_kib(tmp_path / "copy.mds") == len(data) // 1024

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_plugin.fileio import HUGE_PAGE_BYTES
+from stream_plugin.format.shard_file import HUGE_PAGE_BYTES
 
 
 def smaps_of(path: Path) -> dict[str, str]:
