@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stream_plugin.format.shard_file import HUGE_PAGE_BYTES
+
 COLUMNS = {"id": "int", "data": "bytes"}
 SHARD_BYTES = 1 << 24  # 16 MiB: enough shards (32 for 500 MB) that 4 simulated nodes each get several
 _MARKER = ".benchmark-complete"
@@ -126,11 +128,11 @@ def warm_page_cache(folder: Path, chunk: int = 8 << 20, *, small_folios: bool = 
     """
     total = 0
     buffer = bytearray(chunk)
+    huge_pages = sys.platform == "linux" and hasattr(mmap, "MADV_HUGEPAGE")
     for path in sorted(folder.rglob("*")):
         if not path.is_file():
             continue
-        huge_pages = sys.platform == "linux" and hasattr(mmap, "MADV_HUGEPAGE")
-        if huge_pages and not small_folios and path.stat().st_size >= _HUGE_PAGE:
+        if huge_pages and not small_folios and path.stat().st_size >= HUGE_PAGE_BYTES:
             total += _warm_in_huge_pages(path)
             continue
         if huge_pages and small_folios:
@@ -140,8 +142,6 @@ def warm_page_cache(folder: Path, chunk: int = 8 << 20, *, small_folios: bool = 
                 total += read
     return total
 
-
-_HUGE_PAGE = 2 << 20
 
 
 def _warm_in_huge_pages(path: Path) -> int:
@@ -153,7 +153,7 @@ def _warm_in_huge_pages(path: Path) -> int:
             for offset in range(0, len(mapped), 4096):
                 mapped[offset]
             huge = _pmd_mapped_bytes(path)
-            if attempt or huge >= len(mapped) - len(mapped) % _HUGE_PAGE - _HUGE_PAGE:
+            if attempt or huge >= len(mapped) - len(mapped) % HUGE_PAGE_BYTES - HUGE_PAGE_BYTES:
                 return len(mapped)
         _drop_from_page_cache(path)
     raise AssertionError("unreachable")

@@ -6,6 +6,7 @@ early with the shard's name instead of decoding garbage later.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -74,8 +75,8 @@ class MappedFile:
         self._map = None
 
 
-def map_in_huge_pages(mapped: mmap.mmap) -> bool:
-    """Ask Linux to back ``mapped`` with huge pages where it can (``MADV_HUGEPAGE``); whether it took.
+def map_in_huge_pages(mapped: mmap.mmap) -> None:
+    """Ask Linux to back ``mapped`` with huge pages where it can (``MADV_HUGEPAGE``).
 
     A shuffled pass reads each sample from a different 4 KiB page of a different shard, and every
     such page costs a TLB miss: with 1 KiB samples, a quarter of the CPU time per sample. With the
@@ -87,12 +88,9 @@ def map_in_huge_pages(mapped: mmap.mmap) -> bool:
     """
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     if advice is None:
-        return False
-    try:
+        return
+    with contextlib.suppress(OSError):  # a kernel without transparent huge pages
         mapped.madvise(advice)
-    except OSError:  # a kernel without transparent huge pages
-        return False
-    return True
 
 
 def read_offset_table(buffer: memoryview, *, samples: int, source: str) -> np.ndarray:

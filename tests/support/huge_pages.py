@@ -1,5 +1,6 @@
 """Whether a file is mapped in huge pages (``/proc/self/smaps``), and the page-cache states the huge-page
-tests need: for the shard writers and readers that keep shards in huge folios."""
+tests need: shard maps ask for huge pages (``format.shard_file``), and the benchmarks warm the page
+cache in huge folios (``benchmarks.workloads``)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,9 @@ def smaps_of(path: Path) -> dict[str, str]:
     return fields
 
 
-def pmd_mapped_kib(path: Path, *, advise: bool = False) -> int:
+def pmd_mapped_kib(path: Path) -> int:
     """KiB of ``path`` this process maps in huge pages after touching every page of it."""
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        if advise:
-            mapped.madvise(mmap.MADV_HUGEPAGE)
         sum(mapped[offset] for offset in range(0, len(mapped), 4096))
         return int(smaps_of(path)["FilePmdMapped"].split()[0])
 
@@ -44,7 +43,7 @@ def drop_from_page_cache(path: Path) -> None:
 
 def kernel_maps_large_writes_in_huge_pages(folder: Path) -> bool:
     """Whether this kernel and file system keep a file written in one 4 MiB write in huge folios (ext4
-    and xfs on Linux 6.x with large folios; not tmpfs without huge=, not every file system)."""
+    on Linux 6.18 does; tmpfs without huge= and file systems without large folios do not)."""
     probe = folder / "probe"
     probe.write_bytes(os.urandom(2 * HUGE_PAGE_BYTES))
     try:
