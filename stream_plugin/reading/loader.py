@@ -7,6 +7,7 @@ exact position of training. The state is the dataset's resume state: a flat dict
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from stream_plugin.reading.cursor import IterationPlan, persistent_worker_plan
 from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.passes import LoaderPass
-from stream_plugin.reading.transport import PackedCollate, widen_result_pipe
+from stream_plugin.reading.transport import PackedCollate, SharedRegion, widen_result_pipe
 
 
 def collate_zero_copy(batch: list[Any]) -> Any:
@@ -100,9 +101,25 @@ class StreamingDataLoader(DataLoader):
 
     def _get_iterator(self) -> Any:
         """torch's iterator (workers started here), with the workers' result pipe widened to carry a
-        whole batch in one write (``transport.widen_result_pipe``), and this process's heap settled
-        for the batches it receives (``heap.settle_heap``: as if it read them itself)."""
-        iterator = super()._get_iterator()
+        whole batch in one write (``transport.widen_result_pipe``), shared memory for large batches
+        where the workers are forked (``transport.SharedRegion``, kept as long as the iterator), and
+        this process's heap settled for the batches it receives (``heap.settle_heap``: as if it read
+        them itself)."""
+        packer = self.collate_fn if isinstance(self.collate_fn, PackedCollate) else None
+        region = None
+        if self.num_workers and packer is not None and SharedRegion.available(self.multiprocessing_context):
+            region = packer.region = SharedRegion(self.num_workers, slots=(self.prefetch_factor or 2) + 1)
+        try:
+            iterator = super()._get_iterator()
+        except BaseException:
+            if region is not None:
+                region.close()
+            raise
+        finally:
+            if packer is not None:
+                packer.region = None  # the forked workers have it; this process finds it by its token
+        if region is not None:
+            weakref.finalize(iterator, region.close)
         if self.num_workers:
             widen_result_pipe(iterator)
             settle_heap(in_worker=False)  # after the workers started: they settle their own

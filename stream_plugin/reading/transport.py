@@ -7,8 +7,11 @@ the pickle, copied four times on the way. ``PackedCollate`` wraps the loader's c
 in a worker only, rewrites the batch just before it is pickled:
 
 - a small CPU tensor travels by value, inside the pickle;
-- a list of ``bytes`` that is large in total travels through a shared block that the worker reuses:
-  the main process copies the items out while unpickling and then marks the block free.
+- a list of ``bytes`` that is large in total (``SHARED_BYTES_MIN``) travels through shared memory:
+  a slot of the loader's ``SharedRegion`` where the workers were forked (the worker writes the items
+  there and sends only their offsets), else a shared block that the worker reuses (passed as a
+  tensor, so by torch's file-descriptor handshake). The main process copies the items out while
+  unpickling and then marks the slot or block free.
 
 The main process receives the very objects the collate function returned (plain tensors, lists of
 ``bytes``); nothing outside this module sees the packed forms. Anything else passes through torch's
@@ -18,6 +21,11 @@ own path unchanged. On its first batch, a worker also keeps freed heap memory fo
 
 from __future__ import annotations
 
+import itertools
+import mmap
+import multiprocessing
+import os
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +40,7 @@ RESULT_PIPE_BYTES = 1 << 20  # the workers' result pipe holds a whole pickled ba
 SMALL_TENSOR_BYTES = 64 * 1024  # tensors up to this size travel inside the pickle
 SHARED_BYTES_MIN = 1 << 20  # lists of bytes from this total size travel through a shared block
 POOLED_BLOCKS = 4  # per worker: a batch in flight per prefetch slot (prefetch_factor=2), plus slack
+REGION_SLOT_BYTES = 128 << 20  # the largest batch of bytes a region slot takes (address space, not memory)
 
 _FREE = 0
 _BUSY = 1
@@ -87,6 +96,110 @@ class _BytesInBlock:
         return _bytes_from_block, (self.block, self.ends)
 
 
+class SharedRegion:
+    """Memory that the main process shares with the DataLoader workers it forks after making it.
+
+    Each worker owns ``slots`` slots of ``slot_bytes``; byte 0 of a slot says whether the main process
+    still has to copy a batch out of it. A worker writes a batch's ``bytes`` into a free slot of its own
+    and pickles only the region's token and the items' offsets; the main process finds the region by
+    its token, copies the items out and frees the slot. This costs a fraction of passing a shared
+    block: no file descriptor crosses a socket, and nothing is mapped per batch (a batch of 1,024 x
+    1 KiB samples moves about twice as fast). The memory is a sparse ``memfd`` file: a page takes
+    memory once a batch has used it, until the region's iterator is gone.
+    """
+
+    _made = itertools.count(1)
+
+    def __init__(self, workers: int, slots: int, slot_bytes: int = REGION_SLOT_BYTES) -> None:
+        self.token = f"{os.getpid()}-{next(SharedRegion._made)}"
+        self.workers = workers
+        self.slots = slots
+        self.slot_bytes = slot_bytes
+        fd = os.memfd_create(f"stream_plugin-batches-{self.token}", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, workers * slots * slot_bytes)
+            self.memory = mmap.mmap(fd, workers * slots * slot_bytes)
+        finally:
+            os.close(fd)
+        self._turn = [0] * workers
+        _REGIONS[self.token] = self.memory
+
+    @staticmethod
+    def available(context: Any) -> bool:
+        """Whether a loader with this ``multiprocessing_context`` can use a region: its workers are
+        forked (so they inherit it), on a system with ``memfd_create`` (Linux)."""
+        if not hasattr(os, "memfd_create"):
+            return False
+        if context is not None:
+            return bool(context.get_start_method() == "fork")
+        # Not get_start_method(): asked before any is set, it would set the default for good.
+        method = multiprocessing.get_start_method(allow_none=True)
+        return (method or multiprocessing.get_all_start_methods()[0]) == "fork"
+
+    def take(self, worker: int, size: int) -> int | None:
+        """The offset of a free slot of ``worker``'s for ``size`` bytes, now in use; None if the
+        batch is too large or every slot of the worker is still being read."""
+        if size > self.slot_bytes - _HEADER:
+            return None
+        memory, first = self.memory, worker * self.slots
+        for step in range(self.slots):
+            slot = (self._turn[worker] + step) % self.slots
+            offset = (first + slot) * self.slot_bytes
+            if memory[offset] == _FREE:
+                memory[offset] = _BUSY
+                self._turn[worker] = slot + 1
+                return offset
+        return None
+
+    def put(self, worker: int, items: list[bytes], size: int) -> _BytesInRegion | None:
+        """``items`` (``size`` bytes in all) written to a free slot, as they travel; None if none fits."""
+        offset = self.take(worker, size)
+        if offset is None:
+            return None
+        memory = self.memory
+        memory.seek(offset + _HEADER)
+        deque(map(memory.write, items), maxlen=0)  # one C-level pass: no Python code per item
+        return _BytesInRegion(
+            self.token, list(itertools.accumulate(map(len, items), initial=offset + _HEADER))
+        )
+
+    def close(self) -> None:
+        """Forget the region in this process: its iterator, and so the workers writing to it, are gone."""
+        if _REGIONS.get(self.token) is self.memory:
+            del _REGIONS[self.token]
+        self.memory.close()
+
+
+_REGIONS: dict[str, mmap.mmap] = {}  # the main process's live regions, by token
+
+
+def _bytes_from_region(token: str, ends: list[int]) -> list[bytes]:
+    memory = _REGIONS.get(token)
+    if memory is None:
+        raise RuntimeError(
+            f"stream_plugin: expected the shared memory {token} of a live StreamingDataLoader iterator, found "
+            "none in this process; a batch was unpickled after its iterator was closed (or in another "
+            "process). Read batches from the iterator that produced them"
+        )
+    items = list(map(memory.__getitem__, map(slice, ends[:-1], ends[1:])))
+    memory[ends[0] - _HEADER] = _FREE  # after the copies: the worker may now write the next batch here
+    return items
+
+
+class _BytesInRegion:
+    """Pickles a list of bytes written to a region slot as the region's token and the items' offsets
+    (``ends[0]`` is where the first item starts)."""
+
+    __slots__ = ("token", "ends")
+
+    def __init__(self, token: str, ends: list[int]) -> None:
+        self.token = token
+        self.ends = ends
+
+    def __reduce__(self) -> tuple[Callable[..., list[bytes]], tuple[str, list[int]]]:
+        return _bytes_from_region, (self.token, self.ends)
+
+
 class _BlockPool:
     """A worker's shared blocks, reused once the main process has copied a batch out of them."""
 
@@ -127,6 +240,8 @@ class PackedCollate:
         self.collate = collate
         self._pool = _BlockPool()
         self._worker_ready = False
+        # Set by the loader just before it forks its workers, which keep it; unset in the main process.
+        self.region: SharedRegion | None = None
 
     def __call__(self, samples: Any) -> Any:
         if get_worker_info() is None:
@@ -137,12 +252,13 @@ class PackedCollate:
         return self._pack(self.collate(samples))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"collate": self.collate}  # a spawned worker starts with its own empty pool
+        return {"collate": self.collate}  # a spawned worker starts with its own empty pool, no region
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.collate = state["collate"]
         self._pool = _BlockPool()
         self._worker_ready = False
+        self.region = None
 
     def _pack(self, value: Any) -> Any:
         kind = type(value)
@@ -167,6 +283,11 @@ class PackedCollate:
         total = sum(map(len, items))
         if total < SHARED_BYTES_MIN:
             return items
+        info = get_worker_info()
+        if self.region is not None and info is not None:
+            in_region = self.region.put(info.id, items, total)
+            if in_region is not None:
+                return in_region
         sizes = np.fromiter(map(len, items), np.int64, len(items))
         ends = (np.cumsum(sizes) + _HEADER).tolist()
         block = self._pool.take(_HEADER + total)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import pickle
 import sys
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from stream_plugin.reading.transport import (
     SHARED_BYTES_MIN,
     SMALL_TENSOR_BYTES,
     PackedCollate,
+    SharedRegion,
     widen_result_pipe,
 )
 
@@ -93,9 +96,12 @@ def test_batches_from_workers_arrive_exactly_as_collated(context: str) -> None:
         _assert_same(batch, _tensors_collate(samples))
 
 
-def test_large_bytes_lists_from_workers_arrive_intact() -> None:
-    size = SHARED_BYTES_MIN // 8  # 8 items per batch: each batch goes through a shared block
-    loader = StreamingDataLoader(_Payloads(count=96, size=size), batch_size=8, num_workers=2)
+@pytest.mark.parametrize("context", ["fork", "spawn"])  # a shared region, shared blocks
+def test_large_bytes_lists_from_workers_arrive_intact(context: str) -> None:
+    size = SHARED_BYTES_MIN // 8  # 8 items per batch: each batch goes through shared memory
+    loader = StreamingDataLoader(
+        _Payloads(count=96, size=size), batch_size=8, num_workers=2, multiprocessing_context=context
+    )
     seen = set()
     for batch in loader:
         for index, data in zip(batch["id"].tolist(), batch["data"]):
@@ -103,6 +109,61 @@ def test_large_bytes_lists_from_workers_arrive_intact() -> None:
             assert data == _payload(index, size + index % 7)
             seen.add(index)
     assert seen == set(range(96))
+
+
+@pytest.mark.skipif(
+    not SharedRegion.available(multiprocessing.get_context("fork")), reason="needs fork and memfd"
+)
+def test_large_batches_from_forked_workers_travel_through_the_loaders_shared_region() -> None:
+    size = SHARED_BYTES_MIN // 4
+    loader = StreamingDataLoader(
+        _Payloads(count=40, size=size), batch_size=4, num_workers=2, multiprocessing_context="fork"
+    )
+    before = set(transport._REGIONS)
+    iterator = iter(loader)
+    seen = []
+    for batch in iterator:
+        (token,) = set(transport._REGIONS) - before  # one region, for this iterator
+        memory = transport._REGIONS[token]
+        assert all(memory.find(data) >= 0 for data in batch["data"])  # the items were written there
+        seen.extend(batch["id"].tolist())
+    assert sorted(seen) == list(range(40))
+    del iterator, batch
+    gc.collect()
+    assert set(transport._REGIONS) == before  # gone with its iterator
+
+
+def test_a_spawned_worker_gets_no_region() -> None:
+    assert not SharedRegion.available(multiprocessing.get_context("spawn"))
+    packer = PackedCollate(_tensors_collate)
+    packer.region = SharedRegion(workers=1, slots=1, slot_bytes=64)
+    try:
+        assert pickle.loads(pickle.dumps(packer)).region is None
+    finally:
+        packer.region.close()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "memfd_create"), reason="memfd_create is Linux's")
+def test_region_slots_are_reused_only_after_the_main_process_copied_them_out() -> None:
+    region = SharedRegion(workers=2, slots=2, slot_bytes=4096)
+    try:
+        items = [_payload(index, 100 + index) for index in range(5)]
+        first, second = (region.put(0, items, sum(map(len, items))) for _ in range(2))
+        assert first is not None and second is not None
+        assert region.put(0, items, 10) is None  # both of worker 0's slots are still being read
+        other = region.put(1, [b"w1"], 2)  # worker 1 has slots of its own
+        assert other is not None and other.ends[0] >= 2 * 4096
+        assert _roundtrip(first) == items  # the main process copies the items out: the slot is free
+        again = region.put(0, [b"again"], 5)
+        assert again is not None and again.ends[0] == first.ends[0]
+        assert _roundtrip(second) == items and _roundtrip(other) == [b"w1"]
+        assert region.put(1, [b"x" * 4096], 4096) is None  # larger than a slot: another path takes it
+    finally:
+        region.close()
+    with pytest.raises(
+        RuntimeError, match="expected the shared memory .* of a live StreamingDataLoader iterator"
+    ):
+        _roundtrip(again)
 
 
 def test_small_tensor_travels_by_value_inside_the_pickle() -> None:
@@ -185,7 +246,9 @@ def _report_heap(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {"id": torch.tensor([sample["id"] for sample in samples]), "kept": list(_HEAP_KEPT)}
 
 
-def test_workers_and_the_main_process_settle_their_heaps_when_they_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workers_and_the_main_process_settle_their_heaps_when_they_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(transport, "settle_heap", lambda *, in_worker: _HEAP_KEPT.append(in_worker) or True)
     in_worker = list(
         StreamingDataLoader(_Payloads(8, 4), batch_size=4, num_workers=1, collate_fn=_report_heap)
@@ -200,7 +263,9 @@ def _report_settled(samples: list[dict[str, Any]]) -> dict[str, Any]:
 def test_a_streaming_dataset_settles_the_heap_of_the_process_that_reads_it(
     monkeypatch: pytest.MonkeyPatch, remote_1k: Path, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(dataset_module, "settle_heap", lambda *, in_worker: _HEAP_KEPT.append(in_worker) or True)
+    monkeypatch.setattr(
+        dataset_module, "settle_heap", lambda *, in_worker: _HEAP_KEPT.append(in_worker) or True
+    )
     _HEAP_KEPT.clear()
     dataset = StreamingDataset(local=str(remote_1k), batch_size=500)
     in_main = list(StreamingDataLoader(dataset, batch_size=500, collate_fn=_report_settled))
@@ -215,7 +280,9 @@ def test_a_streaming_dataset_settles_the_heap_of_the_process_that_reads_it(
 def test_the_workers_result_pipe_holds_a_whole_batch(remote_1k: Path) -> None:
     import fcntl
 
-    loader = StreamingDataLoader(StreamingDataset(local=str(remote_1k), batch_size=100), batch_size=100, num_workers=1)
+    loader = StreamingDataLoader(
+        StreamingDataset(local=str(remote_1k), batch_size=100), batch_size=100, num_workers=1
+    )
     iterator = loader._get_iterator()
     try:
         reader = iterator._worker_result_queue._reader
