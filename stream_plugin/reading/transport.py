@@ -121,7 +121,6 @@ class SharedRegion:
             self.memory = mmap.mmap(fd, workers * slots * slot_bytes)
         finally:
             os.close(fd)
-        self._turn = [0] * workers
         _REGIONS[self.token] = self.memory
 
     @staticmethod
@@ -141,13 +140,12 @@ class SharedRegion:
         batch is too large or every slot of the worker is still being read."""
         if size > self.slot_bytes - _HEADER:
             return None
-        memory, first = self.memory, worker * self.slots
-        for step in range(self.slots):
-            slot = (self._turn[worker] + step) % self.slots
-            offset = (first + slot) * self.slot_bytes
+        memory = self.memory
+        # The first free slot: batches reuse the fewest slots, so the fewest pages take memory.
+        for slot in range(worker * self.slots, (worker + 1) * self.slots):
+            offset = slot * self.slot_bytes
             if memory[offset] == _FREE:
                 memory[offset] = _BUSY
-                self._turn[worker] = slot + 1
                 return offset
         return None
 
