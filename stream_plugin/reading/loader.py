@@ -107,8 +107,9 @@ class StreamingDataLoader(DataLoader):
         them itself)."""
         packer = self.collate_fn if isinstance(self.collate_fn, PackedCollate) else None
         region = None
-        if self.num_workers and packer is not None and SharedRegion.available(self.multiprocessing_context):
-            region = packer.region = SharedRegion(self.num_workers, slots=(self.prefetch_factor or 2) + 1)
+        if self.num_workers and packer is not None:
+            slots = (self.prefetch_factor or 2) + 1  # a batch in flight per prefetch slot, plus one
+            region = packer.region = SharedRegion.for_workers(self.num_workers, slots, self.multiprocessing_context)
         try:
             iterator = super()._get_iterator()
         except BaseException:

@@ -123,6 +123,18 @@ class SharedRegion:
             os.close(fd)
         _REGIONS[self.token] = self.memory
 
+    @classmethod
+    def for_workers(cls, workers: int, slots: int, context: Any) -> SharedRegion | None:
+        """A region for ``workers`` workers started with ``context`` (a ``multiprocessing_context``), or
+        None where they cannot share one (not forked, no ``memfd_create``) or the system refuses the
+        memory (a file-descriptor or address-space limit): the batches then take the shared blocks."""
+        if not cls.available(context):
+            return None
+        try:
+            return cls(workers, slots)
+        except OSError:
+            return None
+
     @staticmethod
     def available(context: Any) -> bool:
         """Whether a loader with this ``multiprocessing_context`` can use a region: its workers are

@@ -136,6 +136,22 @@ def test_large_batches_from_forked_workers_travel_through_the_loaders_shared_reg
     assert set(transport._REGIONS) == before  # gone with its iterator
 
 
+def test_a_loader_whose_region_the_system_refuses_sends_large_batches_through_shared_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: Any) -> int:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(transport.os, "memfd_create", refuse)
+    assert SharedRegion.for_workers(2, 3, multiprocessing.get_context("fork")) is None
+    size = SHARED_BYTES_MIN // 4
+    loader = StreamingDataLoader(
+        _Payloads(count=16, size=size), batch_size=4, num_workers=2, multiprocessing_context="fork"
+    )
+    received = {index: data for batch in loader for index, data in zip(batch["id"].tolist(), batch["data"])}
+    assert received == {index: _payload(index, size + index % 7) for index in range(16)}
+
+
 def test_a_spawned_worker_gets_no_region() -> None:
     assert not SharedRegion.available(multiprocessing.get_context("spawn"))
     packer = PackedCollate(_tensors_collate)
