@@ -5,8 +5,9 @@
 Each commit's ``stream_plugin/`` is extracted with ``git archive`` and put first on ``PYTHONPATH`` of
 fresh child processes; both read the same MDS data (1 KiB x 200k and 100 KiB x 10k samples) through
 ``StreamingDataLoader`` with the harness's loader settings (``benchmarks.libraries``; ``--batch-size``
-changes the batch size), shuffle on and off, 0 and 2 workers. Prints samples/s (median of the rounds) per case and head / base: per CPU second
-of the process with 0 workers (all reading happens in it), per wall second with 2.
+changes the batch size), shuffle on and off, 0 and 2 workers. Prints samples/s (median of the rounds)
+per case and head / base: per CPU second of the process with 0 workers (all reading happens in it),
+per wall second with 2.
 """
 
 from __future__ import annotations

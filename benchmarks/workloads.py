@@ -143,7 +143,6 @@ def warm_page_cache(folder: Path, chunk: int = 8 << 20, *, small_folios: bool = 
     return total
 
 
-
 def _warm_in_huge_pages(path: Path) -> int:
     """Touch every page of ``path`` through an advised map; once more after dropping the file from
     the page cache if it came back mapped in small pages. Returns the file's size."""

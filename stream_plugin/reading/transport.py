@@ -112,7 +112,6 @@ class SharedRegion:
 
     def __init__(self, workers: int, slots: int, slot_bytes: int = REGION_SLOT_BYTES) -> None:
         self.token = f"{os.getpid()}-{next(SharedRegion._made)}"
-        self.workers = workers
         self.slots = slots
         self.slot_bytes = slot_bytes
         fd = os.memfd_create(f"stream_plugin-batches-{self.token}", os.MFD_CLOEXEC)

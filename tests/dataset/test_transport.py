@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import pickle
 import sys
 from collections.abc import Iterator
@@ -27,6 +28,8 @@ from stream_plugin.reading.transport import (
     SharedRegion,
     widen_result_pipe,
 )
+
+_NEEDS_MEMFD = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memfd_create is Linux's")
 
 
 def _payload(index: int, size: int) -> bytes:
@@ -136,6 +139,7 @@ def test_large_batches_from_forked_workers_travel_through_the_loaders_shared_reg
     assert set(transport._REGIONS) == before  # gone with its iterator
 
 
+@_NEEDS_MEMFD
 def test_a_loader_whose_region_the_system_refuses_sends_large_batches_through_shared_blocks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -152,6 +156,7 @@ def test_a_loader_whose_region_the_system_refuses_sends_large_batches_through_sh
     assert received == {index: _payload(index, size + index % 7) for index in range(16)}
 
 
+@_NEEDS_MEMFD
 def test_a_spawned_worker_gets_no_region() -> None:
     assert not SharedRegion.available(multiprocessing.get_context("spawn"))
     packer = PackedCollate(_tensors_collate)
@@ -162,7 +167,7 @@ def test_a_spawned_worker_gets_no_region() -> None:
         packer.region.close()
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "memfd_create"), reason="memfd_create is Linux's")
+@_NEEDS_MEMFD
 def test_region_slots_are_reused_only_after_the_main_process_copied_them_out() -> None:
     region = SharedRegion(workers=2, slots=2, slot_bytes=4096)
     try:
