@@ -20,6 +20,7 @@ from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.transport import PackedCollate, SharedRegion, widen_result_pipe
+from stream_plugin.reading.worker_pipes import PipedWorkersIterator, pipes_fit
 
 
 def collate_zero_copy(batch: list[Any]) -> Any:
@@ -100,18 +101,24 @@ class StreamingDataLoader(DataLoader):
         self._worker_passes = 0
 
     def _get_iterator(self) -> Any:
-        """torch's iterator (workers started here), with the workers' result pipe widened to carry a
-        whole batch in one write (``transport.widen_result_pipe``), shared memory for large batches
-        where the workers are forked (``transport.SharedRegion``, kept as long as the iterator), and
-        this process's heap settled for the batches it receives (``heap.settle_heap``: as if it read
-        them itself)."""
+        """The iterator that starts the workers: a pipe per worker each way where they are forked and the
+        dataset is iterable (``worker_pipes.PipedWorkersIterator``), else torch's, with the workers' result
+        pipe widened to carry a whole batch in one write (``transport.widen_result_pipe``); shared memory
+        for large batches where the workers are forked (``transport.SharedRegion``, kept as long as the
+        iterator); and this process's heap settled for the batches it receives (``heap.settle_heap``: as
+        if it read them itself)."""
         packer = self.collate_fn if isinstance(self.collate_fn, PackedCollate) else None
         region = None
         if self.num_workers and packer is not None:
             slots = (self.prefetch_factor or 2) + 1  # a batch in flight per prefetch slot, plus one
             region = packer.region = SharedRegion.for_workers(self.num_workers, slots, self.multiprocessing_context)
+        iterator: Any
         try:
-            iterator = super()._get_iterator()
+            if pipes_fit(self):
+                self.check_worker_number_rationality()
+                iterator = PipedWorkersIterator(self)
+            else:
+                iterator = super()._get_iterator()
         except BaseException:
             if region is not None:
                 region.close()

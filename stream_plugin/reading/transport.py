@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import itertools
 import mmap
-import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,8 +33,8 @@ import torch
 from torch.utils.data import get_worker_info
 
 from stream_plugin.reading.heap import settle_heap
+from stream_plugin.reading.worker_pipes import RESULT_PIPE_BYTES, forks_workers, set_pipe_size
 
-RESULT_PIPE_BYTES = 1 << 20  # the workers' result pipe holds a whole pickled batch (Linux's default cap)
 SMALL_TENSOR_BYTES = 64 * 1024  # tensors up to this size travel inside the pickle
 SHARED_BYTES_MIN = 1 << 20  # lists of bytes from this total size travel through a shared block
 POOLED_BLOCKS = 4  # per worker: a batch in flight per prefetch slot (prefetch_factor=2), plus slack
@@ -138,13 +136,7 @@ class SharedRegion:
     def available(context: Any) -> bool:
         """Whether a loader with this ``multiprocessing_context`` can use a region: its workers are
         forked (so they inherit it), on a system with ``memfd_create`` (Linux)."""
-        if not hasattr(os, "memfd_create"):
-            return False
-        if context is not None:
-            return bool(context.get_start_method() == "fork")
-        # Not get_start_method(): asked before any is set, it would set the default for good.
-        method = multiprocessing.get_start_method(allow_none=True)
-        return (method or multiprocessing.get_all_start_methods()[0]) == "fork"
+        return hasattr(os, "memfd_create") and forks_workers(context)
 
     def take(self, worker: int, size: int) -> int | None:
         """The offset of a free slot of ``worker``'s for ``size`` bytes, now in use; None if the
@@ -332,10 +324,4 @@ def widen_result_pipe(iterator: Any, size: int = RESULT_PIPE_BYTES) -> int:
     reader = getattr(queue, "_reader", None)
     if reader is None or not hasattr(reader, "fileno"):
         return 0
-    try:
-        import fcntl
-
-        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
-        return int(fcntl.fcntl(reader.fileno(), fcntl.F_SETPIPE_SZ, min(size, limit)))
-    except (ImportError, AttributeError, OSError, ValueError):  # not Linux, or over the user's pipe quota
-        return 0
+    return set_pipe_size(reader.fileno(), size)

@@ -28,6 +28,7 @@ from stream_plugin.reading.transport import (
     SharedRegion,
     widen_result_pipe,
 )
+from stream_plugin.reading.worker_pipes import PipedWorkersIterator
 
 _NEEDS_MEMFD = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memfd_create is Linux's")
 
@@ -301,16 +302,24 @@ def test_a_streaming_dataset_settles_the_heap_of_the_process_that_reads_it(
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="pipe sizes are Linux's")
-def test_the_workers_result_pipe_holds_a_whole_batch(remote_1k: Path) -> None:
+@pytest.mark.parametrize("path", ["pipes", "torch"])
+def test_the_workers_result_pipe_holds_a_whole_batch(remote_1k: Path, path: str) -> None:
     import fcntl
 
+    # in_order=False keeps torch's iterator (one result queue for all workers), which is widened.
+    options = {} if path == "pipes" else {"in_order": False}
     loader = StreamingDataLoader(
-        StreamingDataset(local=str(remote_1k), batch_size=100), batch_size=100, num_workers=1
+        StreamingDataset(local=str(remote_1k), batch_size=100), batch_size=100, num_workers=1, **options
     )
     iterator = loader._get_iterator()
     try:
-        reader = iterator._worker_result_queue._reader
-        assert fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ) >= min(
+        if path == "pipes":
+            assert isinstance(iterator, PipedWorkersIterator)
+            fd = iterator._receivers[0].fd
+        else:
+            assert not isinstance(iterator, PipedWorkersIterator)
+            fd = iterator._worker_result_queue._reader.fileno()
+        assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) >= min(
             RESULT_PIPE_BYTES, int(Path("/proc/sys/fs/pipe-max-size").read_text())
         )
         assert len(next(iterator)["id"]) == 100
