@@ -128,8 +128,7 @@ class _TaskFeed:
                 self.credits -= 1
                 self.sent += 1
                 return (self.sent - 1, self.index)
-            ready, _, _ = select.select([self.fd], [], [], timeout)
-            if not ready:
+            if not _readable(self.fd, timeout):
                 raise queue.Empty
             chunk = os.read(self.fd, 4096)
             if not chunk:  # the main process closed its end
@@ -157,6 +156,14 @@ class _TaskFeed:
 
 
 _NOTHING = object()
+
+
+def _readable(fd: int, timeout: float | None) -> bool:
+    """Whether ``fd`` has something to read (or its end) within ``timeout`` seconds (None: no limit).
+    ``poll``, not ``select``: a process with a thousand open files has descriptors ``select`` refuses."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000))))
 
 
 class _ResultSink:
@@ -350,9 +357,7 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
         process = self._workers[worker_id]
 
         def wait(fd: int) -> None:
-            timeout = self._timeout if self._timeout > 0 else MP_STATUS_CHECK_INTERVAL
-            ready, _, _ = select.select([fd], [], [], timeout)
-            if ready:
+            if _readable(fd, self._timeout if self._timeout > 0 else MP_STATUS_CHECK_INTERVAL):
                 return
             if not process.is_alive():
                 raise RuntimeError(f"DataLoader worker (pid(s) {process.pid}) exited unexpectedly")
