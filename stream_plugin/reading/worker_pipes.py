@@ -51,6 +51,8 @@ _CREDIT = b"c"  # control pipe: the worker may start one more batch
 _FINAL = b"n"  # control pipe: torch's final signal (None): the worker exits
 _RESUME = b"r"  # control pipe: torch's _ResumeIteration, followed by its seed (8 bytes, or _NO_SEED)
 _NO_SEED = b"\xff" * 8
+# torch's worker loop as this module calls it; torch 2.14 takes the dataset in a list it empties
+# ("dataset_holder"), so that the Process object does not keep the dataset alive.
 _WORKER_LOOP_PARAMETERS = (
     "dataset_kind",
     "dataset",
@@ -101,8 +103,19 @@ def pipes_fit(loader: Any) -> bool:
         and not loader.pin_memory
         and getattr(loader, "in_order", True)
         and forks_workers(loader.multiprocessing_context)
-        and tuple(inspect.signature(torch_worker._worker_loop).parameters) == _WORKER_LOOP_PARAMETERS
+        and _worker_loop_dataset_parameter() is not None
     )
+
+
+def _worker_loop_dataset_parameter() -> str | None:
+    """How torch's worker loop takes the dataset ("dataset" or "dataset_holder"); None if its
+    parameters are not the ones this module knows."""
+    parameters = list(inspect.signature(torch_worker._worker_loop).parameters)
+    name = parameters[1] if len(parameters) > 1 else None
+    if name not in ("dataset", "dataset_holder"):
+        return None
+    parameters[1] = "dataset"
+    return name if tuple(parameters) == _WORKER_LOOP_PARAMETERS else None
 
 
 class _TaskFeed:
@@ -270,6 +283,7 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
         self._receivers: list[_Receiver] = []
         self._controls: list[int] = []
         self._shutdown = False
+        holds_dataset = _worker_loop_dataset_parameter() == "dataset_holder"
         pipes = [(os.pipe(), os.pipe()) for _ in range(self._num_workers)]  # (result, control) each
         every_fd = [fd for result, control in pipes for fd in (*result, *control)]
         try:
@@ -281,7 +295,7 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
                         (control_read, result_write),
                         every_fd,
                         self._dataset_kind,
-                        self._dataset,
+                        [self._dataset] if holds_dataset else self._dataset,
                         _TaskFeed(control_read, self._index, self._workers_done_event),
                         _ResultSink(result_write, self._workers_done_event),
                         self._workers_done_event,
