@@ -268,3 +268,24 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"  # a zombie has exited (its parent, gone, cannot reap it)
+
+
+def test_a_torch_worker_loop_of_unknown_shape_keeps_torchs_iterator(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stream_plugin.reading import worker_pipes
+
+    def holder_loop(  # torch 2.14's shape: the dataset in a list the worker empties
+        dataset_kind, dataset_holder, index_queue, data_queue, done_event, auto_collation, collate_fn,
+        drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers, shared_seed,
+    ) -> None: ...
+
+    def other_loop(dataset_kind, dataset, index_queue, data_queue, done_event) -> None: ...
+
+    loader = StreamingDataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2)
+    monkeypatch.setattr(worker_pipes.torch_worker, "_worker_loop", holder_loop)
+    assert worker_pipes._worker_loop_dataset_parameter() == "dataset_holder"
+    assert pipes_fit(loader)
+    monkeypatch.setattr(worker_pipes.torch_worker, "_worker_loop", other_loop)
+    assert worker_pipes._worker_loop_dataset_parameter() is None
+    assert not pipes_fit(loader)
+    monkeypatch.undo()
+    assert worker_pipes._worker_loop_dataset_parameter() in ("dataset", "dataset_holder")
