@@ -18,8 +18,9 @@ For an iterable dataset the tasks carry nothing (every index is the same list of
 The workers run torch's own worker loop (``torch.utils.data._utils.worker._worker_loop``) on these
 pipes, so seeds, ``get_worker_info()``, ``worker_init_fn``, errors raised in a worker, persistent
 workers and the end of an iterable are torch's. Where a loader cannot take this path (workers not
-forked, a map-style dataset, ``pin_memory``, ``in_order=False``, a torch whose worker loop differs),
-``pipes_fit`` says so and the loader keeps torch's iterator.
+forked, a map-style dataset, ``pin_memory`` with an accelerator present, since torch pins in a thread
+of its own, ``in_order=False``, or a torch whose worker loop differs), ``pipes_fit`` says so and the
+loader keeps torch's iterator.
 """
 
 from __future__ import annotations
@@ -100,11 +101,20 @@ def pipes_fit(loader: Any) -> bool:
         and loader._dataset_kind == _DatasetKind.Iterable
         and isinstance(loader.dataset, IterableDataset)
         and not isinstance(loader.dataset, IterDataPipe)
-        and not loader.pin_memory
+        and not _pins_memory(loader)
         and getattr(loader, "in_order", True)
         and forks_workers(loader.multiprocessing_context)
         and _worker_loop_dataset_parameter() is not None
     )
+
+
+def _pins_memory(loader: Any) -> bool:
+    """Whether torch's iterator would pin batches (a thread of its own does): ``pin_memory`` with an
+    accelerator present. Without one torch pins nothing, and neither do the pipes."""
+    if not loader.pin_memory:
+        return False
+    accelerator = getattr(torch, "accelerator", None)
+    return bool(accelerator.is_available() if accelerator is not None else torch.cuda.is_available())
 
 
 def _worker_loop_dataset_parameter() -> str | None:
