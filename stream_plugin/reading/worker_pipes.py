@@ -49,6 +49,9 @@ RESULT_PIPE_BYTES = 1 << 20  # a worker's result pipe holds a whole pickled batc
 RECEIVE_BUFFER_BYTES = 1 << 20  # what the main process reads from a result pipe at once
 _LENGTH = struct.Struct("<Q")  # each message on a result pipe: its length, then its pickle
 _CREDIT = b"c"  # control pipe: the worker may start one more batch
+# Credits a worker holds at most (a larger prefetch_factor is capped): a whole grant fits in the
+# control pipe (64 KiB), so granting never blocks the main process on a worker that is writing.
+MAX_CREDITS = 4096
 _FINAL = b"n"  # control pipe: torch's final signal (None): the worker exits
 _RESUME = b"r"  # control pipe: torch's _ResumeIteration, followed by its seed (8 bytes, or _NO_SEED)
 _NO_SEED = b"\xff" * 8
@@ -350,7 +353,7 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
                 while not isinstance(self._receive(worker_id)[0], torch_worker._ResumeIteration):
                     pass
         for worker_id in range(self._num_workers):
-            self._send(worker_id, _CREDIT * self._prefetch_factor)
+            self._send(worker_id, _CREDIT * min(self._prefetch_factor, MAX_CREDITS))
 
     def _next_data(self) -> Any:
         while True:

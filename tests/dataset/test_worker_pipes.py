@@ -290,3 +290,17 @@ def test_a_torch_worker_loop_of_unknown_shape_keeps_torchs_iterator(monkeypatch:
     assert not pipes_fit(loader)
     monkeypatch.undo()
     assert worker_pipes._worker_loop_dataset_parameter() in ("dataset", "dataset_holder")
+
+
+def test_a_huge_prefetch_factor_does_not_block_the_main_process() -> None:
+    import threading
+
+    # 100,000 credits of one byte each would overfill the control pipe (64 KiB) while the worker
+    # fills its result pipe: both would wait on the other. The grant is capped instead.
+    loader = StreamingDataLoader(_Uneven([30_000]), batch_size=1, num_workers=1, prefetch_factor=100_000)
+    batches: list[Any] = []
+    reader = threading.Thread(target=lambda: batches.extend(loader), daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    assert not reader.is_alive(), "the loader is stuck"
+    assert [int(batch) for batch in batches] == list(range(30_000))
