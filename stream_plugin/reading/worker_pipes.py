@@ -202,10 +202,14 @@ class _ResultSink:
 
     def put(self, item: Any) -> None:
         payload = memoryview(ForkingPickler.dumps(item))
+        header = _LENGTH.pack(len(payload))
         try:
-            written = os.writev(self.fd, [_LENGTH.pack(len(payload)), payload])
-            while written < _LENGTH.size + len(payload):
-                written += os.write(self.fd, payload[max(0, written - _LENGTH.size) :])
+            written = os.writev(self.fd, [header, payload])
+            while written < len(header) + len(payload):  # a write cut short by a signal
+                if written < len(header):
+                    written += os.write(self.fd, header[written:])
+                else:
+                    written += os.write(self.fd, payload[written - len(header) :])
         except BrokenPipeError:
             if not self.done_event.is_set():
                 raise  # the main process is gone without stopping the workers: end this one
@@ -361,6 +365,11 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
                 if not self._persistent_workers:
                     self._shutdown_workers()
                 raise StopIteration
+            if self._shutdown:
+                raise RuntimeError(
+                    "DataLoader iterator: expected live workers, found them shut down mid-pass (the loader "
+                    "restarted them); call iter(loader) for a new pass"
+                )
             worker_id = self._turn
             self._turn = (worker_id + 1) % self._num_workers
             if not self._active[worker_id]:

@@ -304,3 +304,15 @@ def test_a_huge_prefetch_factor_does_not_block_the_main_process() -> None:
     reader.join(timeout=120)
     assert not reader.is_alive(), "the loader is stuck"
     assert [int(batch) for batch in batches] == list(range(30_000))
+
+
+def test_an_iterator_whose_workers_were_shut_down_says_so() -> None:
+    iterator = StreamingDataLoader(_Uneven([100, 100]), batch_size=2, num_workers=2)._get_iterator()
+    next(iterator)
+    iterator._shutdown_workers()
+    with pytest.raises(RuntimeError, match="found them shut down mid-pass"):
+        next(iterator)
+    ended = StreamingDataLoader(_Uneven([2, 2]), batch_size=2, num_workers=2)._get_iterator()
+    assert len(list(ended)) == 2
+    with pytest.raises(StopIteration):  # an exhausted iterator stays exhausted
+        next(ended)
