@@ -136,7 +136,7 @@ def warm_page_cache(folder: Path, chunk: int = 8 << 20, *, small_folios: bool = 
             total += _warm_in_huge_pages(path)
             continue
         if huge_pages and small_folios:
-            _drop_from_page_cache(path)
+            drop_from_page_cache(path)
         with open(path, "rb", buffering=0) as file:
             while read := file.readinto(buffer):
                 total += read
@@ -151,29 +151,37 @@ def _warm_in_huge_pages(path: Path) -> int:
             mapped.madvise(mmap.MADV_HUGEPAGE)
             for offset in range(0, len(mapped), 4096):
                 mapped[offset]
-            huge = _pmd_mapped_bytes(path)
+            huge = pmd_mapped_bytes(path)
             if attempt or huge >= len(mapped) - len(mapped) % HUGE_PAGE_BYTES - HUGE_PAGE_BYTES:
                 return len(mapped)
-        _drop_from_page_cache(path)
+        drop_from_page_cache(path)
     raise AssertionError("unreachable")
 
 
-def _drop_from_page_cache(path: Path) -> None:
+def drop_from_page_cache(path: Path) -> None:
+    """Let the kernel drop ``path``'s pages from the page cache (written back first: only clean pages go)."""
     with open(path, "rb") as file:
-        os.fsync(file.fileno())  # only clean pages can be dropped (a no-op for a dataset written long ago)
+        os.fsync(file.fileno())  # a no-op for a dataset written long ago
         os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def _pmd_mapped_bytes(path: Path) -> int:
-    """Bytes of ``path`` this process maps in huge pages (``FilePmdMapped`` of its mapping)."""
+def smaps_of(path: Path) -> dict[str, str]:
+    """This process's ``/proc/self/smaps`` fields of its (last) mapping of ``path``; empty if unmapped."""
+    fields: dict[str, str] = {}
     inside = False
     for line in Path("/proc/self/smaps").read_text().splitlines():
-        fields = line.split(maxsplit=5)
-        if len(fields) >= 5 and "-" in fields[0] and not fields[0].endswith(":"):
-            inside = len(fields) == 6 and fields[5] == str(path.resolve())
-        elif inside and line.startswith("FilePmdMapped:"):
-            return int(line.split()[1]) * 1024
-    return 0
+        head = line.split(maxsplit=5)
+        if len(head) >= 5 and "-" in head[0] and ":" not in head[0]:
+            inside = len(head) == 6 and head[5] == str(path.resolve())
+        elif inside and ":" in line:
+            key, value = line.split(":", 1)
+            fields[key] = value.strip()
+    return fields
+
+
+def pmd_mapped_bytes(path: Path) -> int:
+    """Bytes of ``path`` this process maps in huge pages (``FilePmdMapped`` of its mapping)."""
+    return int(smaps_of(path).get("FilePmdMapped", "0 kB").split()[0]) * 1024
 
 
 def prepare(root: Path, workload: Workload, libraries: tuple[str, ...]) -> dict[str, Path]:
