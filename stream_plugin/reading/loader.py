@@ -129,7 +129,8 @@ class StreamingDataLoader(DataLoader):
         if region is not None:
             weakref.finalize(iterator, region.close)
         if self.num_workers:
-            widen_result_pipe(iterator)
+            if not isinstance(iterator, PipedWorkersIterator):  # the pipes are sized when made
+                widen_result_pipe(iterator)
             settle_heap(in_worker=False)  # after the workers started: they settle their own
         return iterator
 

@@ -293,7 +293,7 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
         super().__init__(loader)
         self._prefetch_factor = loader.prefetch_factor or 2
         context = loader.multiprocessing_context or torch.multiprocessing
-        self._index = next(iter(self._index_sampler))  # the same for every task of an iterable dataset
+        index = next(iter(self._index_sampler))  # the same for every task of an iterable dataset
         self._workers_done_event = context.Event()
         self._worker_pids_set = False
         self._workers = []
@@ -313,7 +313,7 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
                         every_fd,
                         self._dataset_kind,
                         [self._dataset] if holds_dataset else self._dataset,
-                        _TaskFeed(control_read, self._index, self._workers_done_event),
+                        _TaskFeed(control_read, index, self._workers_done_event),
                         _ResultSink(result_write, self._workers_done_event),
                         self._workers_done_event,
                         self._auto_collation,
