@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from stream_plugin.errors import ConfigError, EncodingError, FormatError, ShardIntegrityError, UnsafeTypeError
+from stream_plugin.errors import ConfigError, EncodingError, FormatError, UnsafeTypeError
 from stream_plugin.format.encodings import ColumnEncoding, encode_value, get_encoding
 from stream_plugin.format.index import ShardEntry
+from stream_plugin.format.mds_read import SampleRead, compile_read, index_error, offset_view
 from stream_plugin.format.shard_file import MappedFile, check_offsets, read_offset_table
 
 UINT32_LIMIT = 1 << 32
@@ -149,20 +150,6 @@ def build_shard(samples: Sequence[bytes], config: bytes) -> bytes:
 # Reading.
 
 
-# How ``MDSShardReader.read`` decodes a column: the same values as ``encoding.decode``, fewer steps.
-_DECODE = 0  # decode(view slice): any encoding
-_COPY_BYTES = 1  # slice the map itself: one copy into a bytes object, no intermediate view
-_UNPACK = 2  # struct unpack straight from the map
-
-
-def _read_step(encoding: ColumnEncoding) -> tuple[int, Callable[..., Any]]:
-    if encoding.decode is bytes:
-        return _COPY_BYTES, bytes
-    if encoding.struct_format is not None:
-        return _UNPACK, struct.Struct(encoding.struct_format).unpack_from
-    return _DECODE, encoding.decode
-
-
 class MDSShardReader:
     """Random access to the samples of one raw MDS shard file through one memory map."""
 
@@ -185,26 +172,31 @@ class MDSShardReader:
         except BaseException:
             self._file.close()
             raise
-        self._offset_list: list[int] = self._offsets.tolist()
         self._view = self._file.view
+        self._offset_view = offset_view(self._view, entry.samples)
         self._bytes = np.frombuffer(self._view, np.uint8)
         self._head_size = 4 * self._columns.variable_count
         self._head = struct.Struct(f"<{self._columns.variable_count}I")
         self._fields = tuple(
             zip(self._columns.names, (e.decode for e in self._columns.encodings), self._columns.sizes)
         )
-        self._raw = self._file.raw
-        self._steps = tuple(
-            (name, *_read_step(encoding), size)
-            for name, encoding, size in zip(self._columns.names, self._columns.encodings, self._columns.sizes)
+        self.read: SampleRead = compile_read(
+            self._columns.names,
+            self._columns.encodings,
+            self._columns.sizes,
+            offsets=self._offset_view,
+            view=self._view,
+            raw=self._file.raw,
+            num_samples=self.num_samples,
+            source=self._source,
         )
+        """Decode one sample (``read(index)``); ndarray columns are read-only views into the map. Written
+        out for the shard's column layout (``mds_read.compile_read``): this is the per-sample hot path."""
 
     def _span(self, index: int) -> tuple[int, int]:
         if not 0 <= index < self.num_samples:
-            raise IndexError(
-                f"{self._source}: expected a sample index in [0, {self.num_samples}), found {index}"
-            )
-        return self._offset_list[index], self._offset_list[index + 1]
+            raise index_error(self._source, self.num_samples, index)
+        return self._offset_view[index], self._offset_view[index + 1]
 
     def raw_sample(self, index: int) -> memoryview:
         """The undecoded bytes of one sample (a view into the map)."""
@@ -223,35 +215,6 @@ class MDSShardReader:
             columns[name] = self._view[position : position + size]
             position += size
         return columns
-
-    def read(self, index: int) -> dict[str, Any]:
-        """Decode one sample; ndarray columns are read-only views into the map."""
-        offsets = self._offset_list
-        if index < 0 or index >= self.num_samples:  # inlined _span: this is the per-sample hot path
-            self._span(int(index))
-        begin = offsets[index]
-        end = offsets[index + 1]
-        view = self._view
-        raw = self._raw
-        sizes = iter(self._head.unpack_from(view, begin))
-        position = begin + self._head_size
-        sample = {}
-        for name, kind, decode, size in self._steps:
-            if size is None:
-                size = next(sizes)
-            if kind == _COPY_BYTES:
-                sample[name] = raw[position : position + size]
-            elif kind == _UNPACK:
-                sample[name] = decode(view, position)[0]
-            else:
-                sample[name] = decode(view[position : position + size])
-            position += size
-        if position != end:
-            raise ShardIntegrityError(
-                f"{self._source}: expected sample {index} to span {end - begin} bytes, found its columns "
-                f"take {position - begin}; the shard is corrupt, download it again"
-            )
-        return sample
 
     def read_many(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """Decode several samples, in the order given."""
@@ -298,11 +261,17 @@ class MDSShardReader:
         return [decode(view[begin : begin + size]) for begin, size in zip(begins.tolist(), sizes.tolist())]
 
     def close(self) -> None:
-        """Release the map (arrays already returned keep their memory alive)."""
+        """Release the map (arrays already returned keep their memory alive); ``read`` fails after."""
+        self.read = _closed_read
         self._bytes = np.empty(0, np.uint8)
+        if isinstance(self._offset_view, memoryview):
+            self._offset_view.release()
         self._view = memoryview(b"")
-        self._raw = b""
         self._file.close()
+
+
+def _closed_read(index: int) -> dict[str, Any]:
+    raise ValueError(f"sample {index}: the MDS shard reader is closed; open the shard again")
 
 
 def refuse_unsafe(
