@@ -118,7 +118,22 @@ def shuffle_segments(ids: np.ndarray, bounds: np.ndarray, rng: np.random.Generat
     lengths = np.diff(bounds)  # (num_segments,)
     segment_of = np.repeat(np.arange(num_segments, dtype=np.float64), lengths)  # (n,)
     segment_of += rng.random(len(ids))
-    ids[:] = ids[np.argsort(segment_of, kind="stable")]
+    ids[:] = ids[stable_argsort(segment_of)]
+
+
+def stable_argsort(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")``, faster where no two keys are equal.
+
+    Keys that are all different have exactly one sorting permutation, so numpy's default sort (SIMD
+    quicksort: 0.06..0.16 s for 4M float64 keys here, against 0.26..0.50 s for the stable sort) finds the
+    very permutation the stable sort would. Equal neighbours after sorting mean a tie, whose order only
+    the stable sort keeps: then the stable sort decides.
+    """
+    order = np.argsort(keys)
+    ranked = keys[order]
+    if len(ranked) > 1 and bool(np.any(ranked[1:] == ranked[:-1])):
+        return np.argsort(keys, kind="stable")
+    return order
 
 
 def skip_shuffles(rng: np.random.Generator, lengths: Iterable[int]) -> None:

@@ -21,7 +21,13 @@ import numpy as np
 
 from stream_plugin.order.layout import ShardRuns
 from stream_plugin.order.random import rng_for
-from stream_plugin.order.shuffle import _LOOP_SEGMENTS_MAX, SpanKey, get_shuffle, skip_shuffles
+from stream_plugin.order.shuffle import (
+    _LOOP_SEGMENTS_MAX,
+    SpanKey,
+    get_shuffle,
+    skip_shuffles,
+    stable_argsort,
+)
 
 # Samples decoded per piece: a few MiB, and enough for the per-piece Python work not to show.
 PIECE_SAMPLES = 1 << 21
@@ -161,4 +167,4 @@ class SpanReader:
         segment_ids = np.arange(first_segment, first_segment + len(lengths), dtype=np.float64)  # (k,)
         segment_of = np.repeat(segment_ids, lengths)  # (n,)
         segment_of += self._rng.random(len(piece))
-        piece[:] = piece[np.argsort(segment_of, kind="stable")]
+        piece[:] = piece[stable_argsort(segment_of)]

@@ -15,6 +15,7 @@ from stream_plugin.order.shuffle import (
     get_shuffle,
     shuffle_names,
     shuffle_segments,
+    stable_argsort,
 )
 
 ALGORITHMS = ("none", "permute", "block", "intra_shard")
@@ -147,3 +148,17 @@ def test_default_block_size_follows_mosaicml() -> None:
     assert default_block_size(1) == 4_000_000
     assert default_block_size(8) == 500_000
     assert default_block_size(64) == 1 << 18
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_stable_argsort_equals_numpys_stable_sort_with_and_without_ties(ties: bool) -> None:
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 1000, 300_000):
+        segments = np.repeat(np.arange(max(n // 100, 1), dtype=np.float64), 100)[:n]
+        keys = segments + rng.random(n)
+        if ties and n > 1:
+            keys[rng.integers(0, n, n // 3 + 1)] = keys[0]  # many equal keys: order decided by position
+        expected = np.argsort(keys, kind="stable")
+        assert np.array_equal(stable_argsort(keys), expected), n
+        if ties and n > 2:
+            assert not np.array_equal(np.argsort(keys, kind="quicksort"), expected) or n < 50
