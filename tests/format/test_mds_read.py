@@ -18,6 +18,7 @@ from stream_plugin.errors import ShardIntegrityError
 from stream_plugin.format.encodings import get_encoding
 from stream_plugin.format.index import load_index
 from stream_plugin.format.mds import MDSShardReader
+from stream_plugin.format.mds_read import _compiled
 from stream_plugin.format.reader import open_shard
 
 _VALUES: dict[str, Any] = {
@@ -159,3 +160,21 @@ def test_a_dropped_reader_unmaps_without_the_garbage_collector(tmp_path: Path) -
         assert gone() is None
     finally:
         gc.enable()
+
+
+def test_shards_of_one_layout_share_one_compiled_read(tmp_path: Path) -> None:
+    # Compiling costs about 0.2 ms: a dataset of many small shards must not pay it per shard.
+    columns = {"blob": "bytes", "label": "int", "weight": "float64"}
+    write_dataset("mds", str(tmp_path), _samples(columns, 60), columns, size_limit=1 << 9)
+    entries = load_index(tmp_path)
+    assert len(entries) > 3
+    before = _compiled.cache_info()
+    readers = [open_shard(entry, tmp_path) for entry in entries]
+    after = _compiled.cache_info()
+    try:
+        assert after.misses - before.misses <= 1
+        assert after.hits - before.hits >= len(entries) - 1
+        assert [reader.read(0)["label"] for reader in readers][:2] == [-20, 7 * readers[0].num_samples - 20]
+    finally:
+        for reader in readers:
+            reader.close()
