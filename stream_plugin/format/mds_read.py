@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import mmap
+import operator
 import struct
 import sys
 from collections.abc import Callable, Sequence
@@ -96,6 +97,7 @@ def compile_read(
     column = 0
     while column < len(names):
         encoding, size = encodings[column], sizes[column]
+        size = None if size is None else operator.index(size)  # only ints ever reach the source
         at = f"{base} + {step}"
         if size is None:
             stop = f"p{column}"

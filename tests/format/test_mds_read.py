@@ -18,7 +18,7 @@ from stream_plugin.errors import ShardIntegrityError
 from stream_plugin.format.encodings import get_encoding
 from stream_plugin.format.index import load_index
 from stream_plugin.format.mds import MDSShardReader
-from stream_plugin.format.mds_read import _compiled
+from stream_plugin.format.mds_read import _compiled, compile_read
 from stream_plugin.format.reader import open_shard
 
 _VALUES: dict[str, Any] = {
@@ -178,3 +178,14 @@ def test_shards_of_one_layout_share_one_compiled_read(tmp_path: Path) -> None:
     finally:
         for reader in readers:
             reader.close()
+
+
+def test_compiled_read_takes_only_int_sizes_into_its_source() -> None:
+    # Sizes are the one layout value written into the source: anything but an int is refused.
+    encoding = get_encoding("bytes")
+    for size in ("8); import os  #", 8.0):
+        with pytest.raises(TypeError):
+            compile_read(
+                ["a"], [encoding], [size],  # type: ignore[list-item]
+                offsets=[0, 8], view=memoryview(bytes(8)), raw=bytes(8), num_samples=1, source="test",
+            )
