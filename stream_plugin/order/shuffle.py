@@ -107,16 +107,24 @@ def default_block_size(num_canonical_nodes: int) -> int:
 
 def shuffle_segments(ids: np.ndarray, bounds: np.ndarray, rng: np.random.Generator) -> None:
     """Permute each segment ``ids[bounds[i]:bounds[i + 1]]`` independently, in place."""
-    num_segments = len(bounds) - 1
-    if num_segments <= _LOOP_SEGMENTS_MAX:
+    permute_segments(ids, bounds, rng, vectorised=len(bounds) - 1 > _LOOP_SEGMENTS_MAX)
+
+
+def permute_segments(
+    ids: np.ndarray, bounds: np.ndarray, rng: np.random.Generator, *, vectorised: bool, first_segment: int = 0
+) -> None:
+    """``shuffle_segments``'s two ways, chosen by the caller: ``rng.shuffle`` of each segment, or (many
+    small segments) one sort by (segment number, random key). Adding a uniform [0, 1) float to the
+    segment number keeps segments apart and orders each one randomly; the numbers start at
+    ``first_segment``, so a run of a span's segments sorts by the keys the whole span would use."""
+    if not vectorised:
         for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             if stop - start > 1:
                 rng.shuffle(ids[start:stop])
         return
-    # Many small segments: one sort by (segment, random key). Adding a uniform [0, 1) float to the
-    # segment index keeps segments apart and orders each one randomly.
     lengths = np.diff(bounds)  # (num_segments,)
-    segment_of = np.repeat(np.arange(num_segments, dtype=np.float64), lengths)  # (n,)
+    segment_ids = np.arange(first_segment, first_segment + len(lengths), dtype=np.float64)  # (num_segments,)
+    segment_of = np.repeat(segment_ids, lengths)  # (n,)
     segment_of += rng.random(len(ids))
     ids[:] = ids[stable_argsort(segment_of)]
 
@@ -124,9 +132,9 @@ def shuffle_segments(ids: np.ndarray, bounds: np.ndarray, rng: np.random.Generat
 def stable_argsort(keys: np.ndarray) -> np.ndarray:
     """``np.argsort(keys, kind="stable")``, faster where no two keys are equal.
 
-    Keys that are all different have exactly one sorting permutation, so numpy's default sort (SIMD
-    quicksort: 0.06..0.16 s for 4M float64 keys here, against 0.26..0.50 s for the stable sort) finds the
-    very permutation the stable sort would. Equal neighbours after sorting mean a tie, whose order only
+    Keys that are all different have exactly one sorting permutation, so numpy's default sort (a SIMD
+    quicksort, 1.4..2.2x faster on 10M keys: ``benchmarks/notes/order.2.million-shard-indexes.md``) finds
+    the very permutation the stable sort would. Equal neighbours after sorting mean a tie, whose order only
     the stable sort keeps: then the stable sort decides.
     """
     order = np.argsort(keys)

@@ -25,8 +25,8 @@ from stream_plugin.order.shuffle import (
     _LOOP_SEGMENTS_MAX,
     SpanKey,
     get_shuffle,
+    permute_segments,
     skip_shuffles,
-    stable_argsort,
 )
 
 # Samples decoded per piece: a few MiB, and enough for the per-piece Python work not to show.
@@ -158,13 +158,4 @@ class SpanReader:
         """``shuffle.shuffle_segments`` for a run of whole segments, drawing where the whole span would."""
         if self._rng is None:  # ``none``: the span stays in shard order
             return
-        if not self._vectorised:
-            for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-                if stop - start > 1:
-                    self._rng.shuffle(piece[start:stop])
-            return
-        lengths = np.diff(bounds)  # (k,)
-        segment_ids = np.arange(first_segment, first_segment + len(lengths), dtype=np.float64)  # (k,)
-        segment_of = np.repeat(segment_ids, lengths)  # (n,)
-        segment_of += self._rng.random(len(piece))
-        piece[:] = piece[stable_argsort(segment_of)]
+        permute_segments(piece, bounds, self._rng, vectorised=self._vectorised, first_segment=first_segment)

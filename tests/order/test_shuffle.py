@@ -13,6 +13,7 @@ from stream_plugin.order.shuffle import (
     canonical_shuffle_name,
     default_block_size,
     get_shuffle,
+    permute_segments,
     shuffle_names,
     shuffle_segments,
     stable_argsort,
@@ -162,3 +163,20 @@ def test_stable_argsort_equals_numpys_stable_sort_with_and_without_ties(ties: bo
         assert np.array_equal(stable_argsort(keys), expected), n
         if ties and n > 2:
             assert not np.array_equal(np.argsort(keys, kind="quicksort"), expected) or n < 50
+
+
+@pytest.mark.parametrize("segments", [10, 5_000])
+def test_permute_segments_is_shuffle_segments_either_way_it_is_asked(segments: int) -> None:
+    # shuffle_segments picks the way by the number of segments; permute_segments takes it as told (a
+    # span reader decides once for the whole span), and the sort keys start at first_segment.
+    bounds = np.concatenate([[0], np.cumsum(np.random.default_rng(3).integers(1, 9, segments))])
+    expected = np.arange(bounds[-1])
+    shuffle_segments(expected, bounds, np.random.default_rng(11))
+    told = np.arange(bounds[-1])
+    permute_segments(told, bounds, np.random.default_rng(11), vectorised=segments > 4096)
+    assert np.array_equal(told, expected)
+    shifted = np.arange(bounds[-1])
+    permute_segments(shifted, bounds, np.random.default_rng(11), vectorised=True, first_segment=1_000)
+    starts = bounds[:-1]
+    assert sorted(shifted[starts[0] : bounds[1]].tolist()) == list(range(bounds[1]))  # segments stay apart
+    assert sorted(shifted.tolist()) == list(range(bounds[-1]))
