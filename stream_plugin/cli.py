@@ -14,6 +14,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Sequence
+from contextlib import redirect_stderr, redirect_stdout, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from stream_plugin._version import __version__
 from stream_plugin.errors import StreamPluginError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
 from stream_plugin.progress import ProgressBar
+from stream_plugin.redaction import RedactingWriter, get_logger
 from stream_plugin.units import format_bytes
 
 # Exit status of a command whose reader went away (`inspect ... | head`), as if killed by SIGPIPE.
@@ -337,7 +339,7 @@ def _configure_logging(names: dict[str, str]) -> None:
     """Show the library's warnings (retried uploads, a tiny size limit, ...) on stderr."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_FlagFormatter(names))
-    logger = logging.getLogger("stream_plugin")
+    logger = get_logger("stream_plugin")
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING)
 
@@ -350,6 +352,18 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; everything it prints passes the redaction rule (no password or token shows)."""
+    stdout, stderr = RedactingWriter(sys.stdout), RedactingWriter(sys.stderr)
+    try:
+        with redirect_stdout(stdout), redirect_stderr(stderr):
+            return _main(argv)
+    finally:
+        for writer in (stdout, stderr):
+            with suppress(BrokenPipeError, ValueError):
+                writer.flush()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     names = flag_names(parser, args.command)

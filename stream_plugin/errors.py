@@ -10,9 +10,20 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Literal, overload
 
+from stream_plugin.redaction import redact, scrub_handled_exception
+
 
 class StreamPluginError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    Its message passes the redaction rule (``stream_plugin.redaction``): a URL's password and query
+    values never show. So does the exception being handled when it is made (its future ``__context__``
+    and, with ``raise ... from``, its ``__cause__``), with that one's own chain.
+    """
+
+    def __init__(self, *args: object) -> None:
+        scrub_handled_exception()
+        super().__init__(*(redact(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class ConfigError(StreamPluginError, ValueError):

@@ -13,6 +13,7 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
+from stream_plugin.redaction import redact
 from stream_plugin.units import format_bytes
 
 REDRAW_SECONDS = 0.1
@@ -44,7 +45,7 @@ class ProgressBar:
         stream: TextIO | None = None,
     ) -> None:
         self.total = total if total else None
-        self.label = label
+        self.label = redact(label)  # a label may name a remote URL: its secrets never show
         self.unit = unit
         self.enabled = enabled
         self.done = 0

@@ -13,7 +13,6 @@ read (shared lock) or downloaded (exclusive lock).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -23,8 +22,9 @@ from stream_plugin.cache.locks import ControlFolder, is_locked_exclusively, lock
 from stream_plugin.cache.stats import StatsGroup
 from stream_plugin.errors import ConfigError
 from stream_plugin.format.index import FileInfo, ShardEntry
+from stream_plugin.redaction import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def placed_files(entry: ShardEntry, *, keep_zip: bool) -> list[FileInfo]:

@@ -19,7 +19,6 @@ A local-only dataset folder that cannot be written (read-only) is parsed in ever
 from __future__ import annotations
 
 import json
-import logging
 import mmap
 import os
 import struct
@@ -42,8 +41,9 @@ from stream_plugin.format.index_columns import (
     read_columns,
     stat_key_of,
 )
+from stream_plugin.redaction import get_logger
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 _MAGIC = b"SPIXCOL1"
 _LENGTH = struct.Struct("<Q")

@@ -16,7 +16,6 @@ next holder can remove a killed process's leftovers without scanning the folder.
 
 from __future__ import annotations
 
-import logging
 import os
 import posixpath
 import threading
@@ -42,18 +41,19 @@ from stream_plugin.format.compression import decompress_file
 from stream_plugin.format.hashing import hash_names, verify_digests
 from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry
 from stream_plugin.format.index_columns import read_columns
+from stream_plugin.redaction import get_logger, redact_url
 from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError, store_identity
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
 from stream_plugin.units import format_bytes, parse_bytes
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 # How often ``reading`` re-downloads a shard that another process evicted between the download and
 # the shared lock, before deciding the cache is too small to make progress.
 _READ_ATTEMPTS = 3
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 # A download (all attempts) taking longer than this is logged as slow, with its size and rate.
 SLOW_DOWNLOAD_SECONDS = 10.0
 
@@ -123,9 +123,10 @@ def _has_size(path: Path, size: int) -> bool:
 
 
 def canonical_remote(remote: str) -> str:
-    """The remote as recorded in the control folder: local paths resolved, no trailing ``/``."""
+    """The remote as recorded in the control folder: local paths resolved, no trailing ``/``, and no
+    secret (``redact_url``: a password or a rotated token does not make it another remote)."""
     if "://" in remote and not remote.startswith("file:"):
-        return remote.rstrip("/")
+        return redact_url(remote.rstrip("/"))
     return str(local_root(remote).resolve())
 
 

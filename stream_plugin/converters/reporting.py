@@ -8,15 +8,15 @@ seconds, samples per second) is logged and, when progress is shown, printed to s
 
 from __future__ import annotations
 
-import logging
 import sys
 from dataclasses import dataclass
 from typing import TextIO
 
 from stream_plugin.progress import ProgressBar, is_terminal
+from stream_plugin.redaction import get_logger
 from stream_plugin.units import format_bytes
 
-logger = logging.getLogger("stream_plugin.converters")
+logger = get_logger("stream_plugin.converters")
 
 
 class ConversionProgress:

@@ -9,7 +9,6 @@ succeeded, so a failed job leaves none.
 
 from __future__ import annotations
 
-import logging
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,10 +25,11 @@ from stream_plugin.converters.output import (
 from stream_plugin.converters.reporting import ConversionSummary
 from stream_plugin.converters.spark_types import check_columns, infer_columns
 from stream_plugin.errors import ConfigError, MissingDependencyError
+from stream_plugin.redaction import get_logger
 
 __all__ = ["dataframeToMDS", "dataframe_to_mds"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _CALLER = "dataframe_to_mds"
 _RESULT_SCHEMA = (

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import shutil
 import tempfile
 from collections import deque
@@ -31,12 +30,13 @@ from stream_plugin.format.hashing import check_hash_names, hash_data
 from stream_plugin.format.index import INDEX_BASENAME, index_document, write_index
 from stream_plugin.format.shard_file import config_bytes
 from stream_plugin.progress import ProgressBar
+from stream_plugin.redaction import get_logger
 from stream_plugin.storage import ObjectStore, RetryPolicy, call_with_retries, open_store, split_out
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.registry import check_storage_options
 from stream_plugin.units import parse_bytes
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 SIZE_LIMIT_MAX = (1 << 32) - 1  # sample offsets are uint32
 

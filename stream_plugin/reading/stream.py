@@ -11,6 +11,7 @@ from typing import Any
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import StreamWeight
+from stream_plugin.redaction import redact_url
 from stream_plugin.storage.registry import check_storage_options
 
 
@@ -146,4 +147,5 @@ class Stream:
         )
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(remote={self.remote!r}, local={self.local!r}, split={self.split!r}, weight={self.weight})"
+        remote = None if self.remote is None else redact_url(self.remote)
+        return f"{type(self).__name__}(remote={remote!r}, local={self.local!r}, split={self.split!r}, weight={self.weight})"

@@ -3,7 +3,8 @@
 The storage account and its credentials, in order: a ``connection_string`` option, else
 ``AZURE_STORAGE_CONNECTION_STRING`` (the SDK's variable; Azurite's connection string works too); else
 the account name (``account_name`` option, else MosaicML's ``AZURE_ACCOUNT_NAME``) with, as the
-credential, an ``account_key`` (else MosaicML's ``AZURE_ACCOUNT_ACCESS_KEY``), a ``sas_token``, a
+credential, an ``account_key`` (else MosaicML's ``AZURE_ACCOUNT_ACCESS_KEY``), a ``sas_token`` (or the
+URL's query: ``azure://container/prefix?sv=...&sig=...``), a
 ``credential`` object, or ``DefaultAzureCredential`` when ``azure-identity`` is installed; with none of
 those, anonymous requests (public containers). ``endpoint_url`` replaces
 ``https://<account>.blob.core.windows.net`` (an emulator, a sovereign cloud).
@@ -32,6 +33,7 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from stream_plugin.errors import ConfigError, StorageError
+from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -58,6 +60,18 @@ def parse_azure_url(url: str) -> tuple[str, str]:
             f"add the container name."
         )
     return parts.netloc, parts.path.strip("/")
+
+
+def sas_token_of(url: str, sas_token: str | None) -> str | None:
+    """The SAS token: the ``sas_token`` option, else the URL's query (``azure://c/p?sv=...&sig=...``,
+    as an Azure SAS URL carries it)."""
+    query = urlsplit(url).query
+    if query and sas_token is not None and query != sas_token.lstrip("?"):
+        raise ConfigError(
+            f"Expected one SAS token for {redact_url(url)!r}, found one in the URL's query and another in "
+            f"storage_options['sas_token']; pass it in one place."
+        )
+    return sas_token if sas_token is not None else (query or None)
 
 
 def _code(error: HttpResponseError) -> str | None:
@@ -100,13 +114,13 @@ class AzureStore:
                 f"storage_options={{'account_name': ...}} or {{'connection_string': ...}}."
             )
         self.account_key = account_key or env.get(KEY_ENV_VAR) or None
-        self.sas_token = sas_token
+        self.sas_token = sas_token_of(url, sas_token)
         self.credential = credential
         self.endpoint_url = endpoint_url
         self._client = PerProcess(self._new_container_client)
 
     def __repr__(self) -> str:
-        return f"AzureStore({self.url!r}, account={self.account_name!r})"
+        return f"AzureStore({redact_url(self.url)!r}, account={self.account_name!r})"
 
     # --- the client: one per process ---------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import fsspec
 from fsspec.registry import known_implementations
 
 from stream_plugin.errors import ConfigError, MissingDependencyError, StorageError
+from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -80,7 +81,7 @@ class FsspecStore:
         self._filesystem = PerProcess(self._open_filesystem)
 
     def __repr__(self) -> str:
-        return f"FsspecStore({self.url!r})"
+        return f"FsspecStore({redact_url(self.url)!r})"
 
     # --- the filesystem: one per process -----------------------------------------------------------
 

@@ -28,6 +28,7 @@ from google.cloud import storage
 from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
 
 from stream_plugin.errors import StorageError
+from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -118,7 +119,7 @@ class GcsStore:
         self._client = PerProcess(self._new_quiet_client)
 
     def __repr__(self) -> str:
-        return f"GcsStore({self.url!r}, endpoint_url={self.endpoint_url!r})"
+        return f"GcsStore({redact_url(self.url)!r}, endpoint_url={redact_url(self.endpoint_url or '') or None!r})"
 
     # --- the client: one per process ---------------------------------------------------------------
 

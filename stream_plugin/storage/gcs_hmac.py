@@ -7,6 +7,7 @@ another S3-compatible endpoint (the tests use moto).
 
 from __future__ import annotations
 
+from stream_plugin.redaction import redact_url
 from stream_plugin.storage.gcs_url import parse_gcs_url
 from stream_plugin.storage.s3 import S3Store
 
@@ -32,7 +33,7 @@ class GcsHmacStore(S3Store):
         self.url = url
 
     def __repr__(self) -> str:
-        return f"GcsHmacStore({self.url!r}, endpoint_url={self.endpoint_url!r})"
+        return f"GcsHmacStore({redact_url(self.url)!r}, endpoint_url={redact_url(self.endpoint_url or '') or None!r})"
 
     def _describe(self, full_key: str) -> str:
         return f"gs://{self.bucket}/{full_key} (S3-compatible API at {self.endpoint_url})"

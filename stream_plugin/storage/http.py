@@ -1,5 +1,12 @@
 """``HttpStore``: read-only access to a dataset published under an ``http(s)://`` URL.
 
+Credentials come as users pass them to curl, requests and fsspec: a user name and password in the URL
+(``https://alice:secret@host/ds``) are sent as Basic auth (an ``Authorization`` header given in
+``headers`` wins), never as part of the request line; a query string on the remote
+(``https://host/ds?token=...``, a presigned or SAS-style token) is carried to every object's URL
+(``https://host/ds/index.json?token=...``). Neither is ever shown: messages, logs and ``repr()`` pass
+``stream_plugin.redaction``, and urllib3's request log is filtered while this store is used.
+
 Requests go through one ``urllib3.PoolManager`` per store and process, so downloads reuse open
 connections (keep-alive) instead of opening one per request. urllib3 retries nothing itself (redirects
 aside): ``call_with_retries`` owns retrying, as for every store.
@@ -13,13 +20,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import MaxRetryError
 
-from stream_plugin.errors import StorageError
+from stream_plugin.errors import ConfigError, StorageError
+from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -45,12 +53,30 @@ class _Status(Exception):
         self.code = code
 
 
+def split_credentials(url: str) -> tuple[str, str, str | None]:
+    """``url`` as (base URL without user info or query, query string, ``"user:password"`` or None)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"Expected an http(s) URL like 'https://host/dataset', found {redact_url(url)!r}; check the remote."
+        )
+    host = parts.netloc.rpartition("@")[2]
+    basic_auth = None
+    if parts.username is not None:
+        basic_auth = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return urlunsplit((parts.scheme, host, parts.path, "", "")), parts.query, basic_auth
+
+
 class HttpStore:
     """An ``ObjectStore`` that reads ``<url>/<key>`` with GET/HEAD; it cannot upload or list."""
 
     def __init__(self, url: str, *, headers: dict[str, str] | None = None) -> None:
         self.url = url
         self.headers = dict(headers or {})
+        self._base, self._query, basic_auth = split_credentials(url)
+        if basic_auth is not None and not any(name.lower() == "authorization" for name in self.headers):
+            self.headers.update(urllib3.make_headers(basic_auth=basic_auth))
+        redact_loggers(REDACTED_LIBRARY_LOGGERS)
         self._pool_lock = threading.Lock()
         self._pool_and_pid: tuple[urllib3.PoolManager, int] | None = None
 
@@ -70,11 +96,12 @@ class HttpStore:
             return self._pool_and_pid[0]
 
     def __repr__(self) -> str:
-        return f"HttpStore({self.url!r})"
+        return f"HttpStore({redact_url(self.url)!r})"
 
     def url_of(self, key: str) -> str:
-        """The URL serving ``key`` (path segments percent-encoded)."""
-        return f"{self.url.rstrip('/')}/{quote(check_key(key, self.url))}"
+        """The URL serving ``key`` (path segments percent-encoded), with the remote's query string."""
+        path = f"{self._base.rstrip('/')}/{quote(check_key(key, self.url))}"
+        return f"{path}?{self._query}" if self._query else path
 
     @contextmanager
     def _mapped_errors(self, url: str, action: str) -> Iterator[None]:

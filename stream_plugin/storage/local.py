@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlsplit
 
 from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.fileio import temporary_sibling
+from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import RemoteAccessDeniedError, RemoteNotFoundError, check_key
 
 
@@ -64,7 +65,7 @@ class LocalStore:
         self.root = local_root(url)
 
     def __repr__(self) -> str:
-        return f"LocalStore({self.url!r})"
+        return f"LocalStore({redact_url(self.url)!r})"
 
     def path_of(self, key: str) -> Path:
         """The local path that holds ``key``."""

@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from stream_plugin.errors import ConfigError, MissingDependencyError
+from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import ObjectStore
 
 ENTRY_POINT_GROUP = "stream_plugin.storage"
@@ -188,12 +189,30 @@ def open_store(url: str | os.PathLike[str], **options: Any) -> ObjectStore:
     factory = factory_for(scheme)
     target = os.fspath(url)
     try:
-        inspect.signature(factory).bind(target, **options)
-    except TypeError as error:
-        raise ConfigError(
-            f"Expected options accepted by the {scheme!r} store, found {sorted(options)} ({error}); "
-            f"drop the options that do not apply to {target!r}."
-        ) from error
+        signature = inspect.signature(factory)
     except ValueError:
-        pass  # Some callables (C builtins) have no signature; let the call itself report problems.
+        return factory(target, **options)  # Some callables (C builtins) have no signature: the call reports.
+    try:
+        signature.bind(target, **options)
+    except TypeError as error:
+        working = store_options(signature)
+        unknown = sorted(set(options) - set(working)) if working is not None else []
+        found = f"unknown option(s) {unknown}" if unknown else f"{sorted(options)} ({error})"
+        raise ConfigError(
+            f"storage_options for {redact_url(target)!r}: expected options of the {scheme}:// store "
+            f"({', '.join(working) or 'it takes none' if working is not None else 'see its docstring'}), found {found}; "
+            f"drop or rename them."
+        ) from None
     return factory(target, **options)
+
+
+def store_options(signature: inspect.Signature) -> list[str] | None:
+    """The option names a store factory takes (its keyword parameters but ``environ``, a test hook);
+    None when it takes any (``**options``)."""
+    names = []
+    for parameter in list(signature.parameters.values())[1:]:
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            return None
+        if parameter.kind is not inspect.Parameter.VAR_POSITIONAL and parameter.name != "environ":
+            names.append(parameter.name)
+    return names

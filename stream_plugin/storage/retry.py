@@ -6,7 +6,6 @@ the same thing for every backend and tests can count requests exactly.
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from stream_plugin.errors import ConfigError
+from stream_plugin.redaction import get_logger
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -22,7 +22,7 @@ from stream_plugin.storage.base import (
 )
 
 T = TypeVar("T")
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # Connection-level builtins are retried too, so a store that lets a raw socket error through
 # still behaves; 404 and 403 subclass FileNotFoundError / PermissionError, not these.

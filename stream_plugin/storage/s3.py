@@ -26,6 +26,7 @@ from botocore.config import Config
 
 from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.gc_pause import collection_paused
+from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -96,6 +97,25 @@ def resolve_endpoint(endpoint_url: str | None, environ: Mapping[str, str]) -> st
     return None
 
 
+# Our option name -> the name boto3 (and litdata, which hands storage_options to boto3) gives it.
+BOTO3_NAMES: Mapping[str, str] = {
+    "access_key_id": "aws_access_key_id",
+    "secret_access_key": "aws_secret_access_key",
+    "session_token": "aws_session_token",
+    "region": "region_name",
+}
+
+
+def one_name(name: str, ours: str | None, boto3_form: str | None) -> str | None:
+    """An option given under our name or boto3's (``BOTO3_NAMES``); both at once is refused."""
+    if ours is not None and boto3_form is not None:
+        raise ConfigError(
+            f"storage_options: expected {name!r} or {BOTO3_NAMES[name]!r}, found both; they name the same "
+            f"setting, so pass one of them."
+        )
+    return ours if ours is not None else boto3_form
+
+
 class S3Store:
     """An ``ObjectStore`` over ``s3://bucket/prefix``; keys are relative to the prefix.
 
@@ -104,7 +124,8 @@ class S3Store:
     unsigned only when no credentials are found), ``addressing_style`` (default ``path`` for custom
     endpoints, which MinIO and IP endpoints need), ``max_pool_connections``, ``chunk_size``;
     ``access_key_id`` / ``secret_access_key`` / ``session_token`` (else boto3's chain), so that two
-    streams can read from two accounts.
+    streams can read from two accounts. boto3's and litdata's names work too (``BOTO3_NAMES``):
+    ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``, ``region_name``.
 
     boto3 clients are not fork-safe, so they are built lazily in the process that uses them and rebuilt
     after a fork; the store itself pickles without them (for spawn-started workers).
@@ -124,9 +145,17 @@ class S3Store:
         access_key_id: str | None = None,
         secret_access_key: str | None = None,
         session_token: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        region_name: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
+        access_key_id = one_name("access_key_id", access_key_id, aws_access_key_id)
+        secret_access_key = one_name("secret_access_key", secret_access_key, aws_secret_access_key)
+        session_token = one_name("session_token", session_token, aws_session_token)
+        region = one_name("region", region, region_name)
         if (access_key_id is None) != (secret_access_key is None):
             raise ConfigError(
                 "Expected access_key_id and secret_access_key together, found only one; pass both, or "
@@ -156,7 +185,7 @@ class S3Store:
         self._reset_clients()
 
     def __repr__(self) -> str:
-        return f"S3Store({self.url!r}, endpoint_url={self.endpoint_url!r})"
+        return f"S3Store({redact_url(self.url)!r}, endpoint_url={redact_url(self.endpoint_url or '') or None!r})"
 
     # --- clients: one per (process, timeout) -------------------------------------------------------
 

@@ -225,7 +225,7 @@ def test_url_without_bucket_is_a_config_error() -> None:
 
 
 def test_options_gcs_does_not_take_are_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"options accepted by the 'gs' store, found \['region'\]"):
+    with pytest.raises(ConfigError, match=r"expected options of the gs:// store \(project, credentials_file, .*\), found unknown option\(s\) \['region'\]"):
         open_store("gs://b/p", region="us")
 
 

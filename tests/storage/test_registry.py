@@ -125,7 +125,7 @@ def test_unknown_scheme_lists_known_schemes_and_how_to_add_one() -> None:
 
 def test_options_the_store_does_not_take_are_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(
-        ConfigError, match=r"Expected options accepted by the 'file' store, found \['endpoint_url'\]"
+        ConfigError, match=r"expected options of the file:// store \(it takes none\), found unknown option\(s\) \[.endpoint_url.\]"
     ):
         open_store(str(tmp_path), endpoint_url="http://x")
 

@@ -14,14 +14,15 @@ Two situations break a plain rerun in Composer 0.32.1:
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from composer.core import Callback, State, TimeUnit
 from composer.loggers import Logger
 from composer.utils import dist
 
-log = logging.getLogger(__name__)
+from stream_plugin.redaction import get_logger
+
+log = get_logger(__name__)
 
 UNFINISHED_PREFIX = ".unfinished-"
 

@@ -15,7 +15,6 @@ cannot turn a rank's status into -15. ``composer -n`` then exits with the first 
 
 from __future__ import annotations
 
-import logging
 import signal
 
 from composer.callbacks import CheckpointSaver
@@ -25,8 +24,9 @@ from composer.utils import dist
 
 from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.preemption import DEFAULT_EXIT_CODE, PreemptionFlag, agree_on_signal
+from stream_plugin.redaction import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["DEFAULT_EXIT_CODE", "PreemptionCheckpoint"]
 

@@ -17,7 +17,6 @@ cannot drift apart, whatever else iterated the loader.
 
 from __future__ import annotations
 
-import logging
 import warnings
 from dataclasses import replace
 from typing import Any
@@ -26,8 +25,9 @@ from composer.core import Callback, State
 from composer.loggers import Logger
 
 from stream_plugin import ConfigError, ResumeState, StateError, StreamingDataLoader, StreamingDataset
+from stream_plugin.redaction import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CALLBACK_STATE_VERSION = 1
 

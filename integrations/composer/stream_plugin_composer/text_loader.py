@@ -11,15 +11,15 @@ checks and its loader defaults (``pin_memory``, ``persistent_workers``: True; ``
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stream_plugin import ConfigError
+from stream_plugin.redaction import get_logger
 from stream_plugin.text import StreamingTextDataset, TextCollator, as_text_tokenizer, mlm_collator
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # dataset keys llm-foundry's text loader reads outside StreamingDataset's signature.
 COLLATOR_KEYS = ("eos_token_id", "bos_token_id", "mlm_probability")
