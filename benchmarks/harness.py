@@ -35,6 +35,7 @@ from benchmarks.common import REPO_DIR, machine_lines
 from benchmarks.options import Options
 from benchmarks.report import NOTES_DIR, write_report
 from benchmarks.workloads import default_data_root
+from stream_plugin.redaction import redact
 
 FIGURES = {
     module.FIGURE: module
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
             "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "result": result,
         }
-        (results_dir / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
+        (results_dir / f"{name}.json").write_text(redact(json.dumps(record, indent=1)) + "\n")
         print(f">> {name}: done in {record['minutes']} min", file=sys.stderr, flush=True)
     # The notes are about the stored figures: a smoke report (tiny sizes, ours only) goes without them.
     write_report(results_dir, report, FIGURES, notes_dir=None if arguments.smoke else NOTES_DIR)

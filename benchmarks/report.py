@@ -16,6 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from stream_plugin.redaction import redact
+
 NOTES_DIR = Path(__file__).resolve().parent / "notes"
 INTRO = """\
 # Benchmark results
@@ -140,7 +142,7 @@ def write_report(
             lines += _figure_section(module, record, report, plots=plots)
         lines += [line for text in notes[name] for line in (text, "")]
     lines.append(FAIRNESS)
-    report.write_text("\n".join(lines))
+    report.write_text(redact("\n".join(lines)))  # a command or an endpoint may carry a secret: never shown
 
 
 def _figure_section(module: ModuleType, record: dict[str, Any], report: Path, *, plots: bool) -> list[str]:
