@@ -2,9 +2,13 @@
 
 A *group* is the set of samples whose spans are cut together: all streams mixed (batching
 ``random``) or one stream (the other batching methods). Within a group the chosen samples are laid
-out shard by shard, in a per-epoch shuffled shard order; the group is then cut into consecutive
-spans, one per canonical node, whose lengths the batching method fixes. A span therefore holds
-whole shards except at its two ends, so a node downloads about 1/C of the group's shards.
+out shard by shard, in a shard order drawn once per run from the seed (``shard_placement``); the
+group is then cut into consecutive spans, one per canonical node, whose lengths the batching method
+fixes. A span therefore holds whole shards except at its two ends, so a node downloads about 1/C of
+the group's shards, and the same 1/C every epoch: each epoch only permutes the shard runs inside each
+node's span (``node_shard_order``; a shard cut by a span's end is two pieces, each kept in its node).
+Only a change of the chosen counts (``choose``, ``epoch_size``, stratified slot draws) moves the cuts,
+by a few samples, so a shard near a cut may change node.
 
 Nothing here materialises a whole-epoch index array: a group is a list of shard *runs* (slices of
 the per-stream chosen arrays) and a span is copied straight into its destination.
@@ -21,6 +25,7 @@ import numpy as np
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.random import rng_for
+from stream_plugin.order.shuffle import shuffle_segments
 
 # Sortedness is checked in chunks so the check never allocates a whole-epoch temporary.
 _CHECK_CHUNK = 1 << 22
@@ -125,17 +130,32 @@ class ShardRuns:
 
     def reordered(self, order: np.ndarray) -> ShardRuns:
         """The same runs read in ``order`` (a permutation of run indices)."""
-        start, stop = self.start[order], self.stop[order]  # (R,) each
-        cum = np.zeros(len(order) + 1, dtype=np.int64)  # (R + 1,)
-        np.subtract(stop, start, out=cum[1:])  # each run's length, summed in place below
+        return self.pieces(order)
+
+    def pieces(
+        self,
+        run: np.ndarray,
+        partial: np.ndarray | None = None,
+        skip: np.ndarray | None = None,
+        length: np.ndarray | None = None,
+    ) -> ShardRuns:
+        """Runs made of pieces of these, in order: piece k is run ``run[k]`` (int64 (K,)), whole except at
+        the positions ``partial``, where piece ``partial[j]`` is ``length[j]`` ids of its run after the
+        first ``skip[j]`` (int64 (m,) each)."""
+        start, stop = self.start[run], self.stop[run]  # (K,) each, fresh copies
+        if partial is not None and skip is not None and length is not None:
+            start[partial] += skip
+            stop[partial] = start[partial] + length
+        cum = np.zeros(len(run) + 1, dtype=np.int64)  # (K + 1,)
+        np.subtract(stop, start, out=cum[1:])  # each piece's length, summed in place below
         np.cumsum(cum[1:], out=cum[1:])
         return ShardRuns(
             chosen=self.chosen,
-            stream=_take(self.stream, order),
+            stream=_take(self.stream, run),
             start=start,
             stop=stop,
-            shard=self.shard[order],
-            id_offset=_take(self.id_offset, order),
+            shard=self.shard[run],
+            id_offset=_take(self.id_offset, run),
             cum=cum,
         )
 
@@ -195,9 +215,9 @@ def _fill_counting_runs(out: np.ndarray, bounds: np.ndarray, first_ids: np.ndarr
 
 
 def _take(values: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``values[order]``; a broadcast constant (one stream's column) stays one."""
-    if values.strides == (0,):
-        return values[: len(order)]
+    """``values[order]``; a broadcast constant (one stream's column) stays one, of ``order``'s length."""
+    if values.strides == (0,) and len(values):
+        return np.broadcast_to(values[:1], (len(order),))
     return values[order]
 
 
@@ -293,10 +313,81 @@ def group_runs(shape: DatasetShape, chosen_per_stream: Sequence[Chosen], streams
     return ShardRuns(chosen, stream_ids, start, stop, shard, id_offset, cum=cum)
 
 
-def shuffled_shard_order(runs: ShardRuns, seed: int, epoch: int, group: int) -> ShardRuns:
-    """The runs in this epoch's shard order for ``group`` (a fresh permutation per epoch)."""
-    order = rng_for(seed, epoch, "shard_order", group).permutation(len(runs.stream))
-    return runs.reordered(order)
+def shard_placement(num_shards: int, seed: int, group: int) -> np.ndarray:
+    """The run's shard order of ``group``: its shards' group-local indices, int64 (num_shards,).
+
+    Drawn from the seed alone (no epoch in the key), so cutting it into the canonical nodes' spans
+    gives each node the same shards every epoch.
+    """
+    return rng_for(seed, 0, "shard_placement", group).permutation(num_shards)
+
+
+def _placed_runs(runs: ShardRuns, shard_range: tuple[int, int], seed: int, group: int) -> np.ndarray:
+    """Indices of ``runs`` (natural shard order) in the run's shard order: int64 (R,).
+
+    The placement permutes shards, not runs: a shard with no chosen sample this epoch leaves a gap,
+    and every other shard keeps its place relative to the rest.
+    """
+    first, stop = shard_range
+    local_order = shard_placement(stop - first, seed, group)  # (N_g,)
+    num_runs = len(runs.shard)
+    if num_runs == stop - first:  # every shard makes a run, in natural order: run r is shard first + r
+        assert not num_runs or int(runs.shard[0]) == first
+        return local_order
+    run_of_shard = np.full(stop - first, -1, dtype=np.int64)  # (N_g,)
+    run_of_shard[runs.shard - first] = np.arange(num_runs, dtype=np.int64)
+    placed = run_of_shard[local_order]  # (N_g,): -1 where a shard has no run
+    return placed[placed >= 0]
+
+
+def node_shard_order(
+    runs: ShardRuns,
+    shard_range: tuple[int, int],
+    span_begins: np.ndarray,
+    seed: int,
+    epoch: int,
+    group: int,
+) -> ShardRuns:
+    """The runs of ``group`` in the order its canonical nodes read them in ``epoch``.
+
+    ``runs`` are in natural shard order (``group_runs``), their shards within ``shard_range`` ([first,
+    stop) global shard ids). ``span_begins``, int64 (C + 1,), says where each node's span starts in the
+    group and where the last one ends. The runs are laid out in the run's shard order
+    (``shard_placement``) and cut at the nodes' boundaries; a run cut there becomes pieces, each kept
+    in its node. Then the pieces of each node are permuted, keyed by the epoch. The last node's pieces
+    include the group's samples past its span (whole-batch methods leave some unread), so which of its
+    shards' samples wait for another epoch changes from epoch to epoch.
+    """
+    placed = _placed_runs(runs, shard_range, seed, group)  # (R,) run indices, in the run's shard order
+    num_runs = len(placed)
+    cum = np.zeros(num_runs + 1, dtype=np.int64)  # (R + 1,): group position of each placed run
+    np.cumsum((runs.stop - runs.start)[placed], out=cum[1:])
+    boundaries = np.asarray(span_begins, dtype=np.int64)[1:-1]  # (C - 1,): where nodes 1.. start
+    cuts = np.unique(boundaries[(boundaries > 0) & (boundaries < cum[-1])])  # (k,)
+    at = np.searchsorted(cum, cuts)  # (k,): index in ``cum`` of the first edge at or past each cut
+    inside = cum[at] != cuts  # cuts that fall strictly inside run at - 1
+    cuts, at = cuts[inside], at[inside]
+    # The pieces, in the run's order: each run, and one piece more after each cut inside it.
+    pieces = np.insert(placed, at, placed[at - 1])  # (R + k,): run index of each piece
+    # Where each node's pieces start: a boundary's place among the runs, plus the cuts before it.
+    first_piece = np.searchsorted(cum, boundaries) + np.searchsorted(cuts, boundaries)  # (C - 1,)
+    segments = np.concatenate([[0], first_piece, [len(pieces)]]).astype(np.int64)  # (C + 1,)
+    # The pieces that are part of a run (next to a cut) are marked with ids past R while the node's
+    # pieces are permuted: the permutation depends only on the segments, not on the values.
+    after_cut = at + np.arange(len(cuts), dtype=np.int64)  # (k,): the piece that starts at each cut
+    partial = np.unique(np.concatenate([after_cut - 1, after_cut]))  # (m,)
+    edges = np.insert(cum, at, cuts)  # (R + k + 1,): group position where each piece starts
+    begin, end = edges[partial], edges[partial + 1]  # (m,) each: a partial piece's group positions
+    owner_start = cum[partial - np.searchsorted(after_cut, partial, side="right")]  # (m,): its run's start
+    partial_runs = pieces[partial]  # (m,)
+    pieces[partial] = num_runs + np.arange(len(partial), dtype=np.int64)
+    shuffle_segments(pieces, segments, rng_for(seed, epoch, "node_shard_order", group))
+    if not len(partial):
+        return runs.pieces(pieces)
+    moved = np.flatnonzero(pieces >= num_runs)  # (m,): where the partial pieces went
+    which = pieces[moved] - num_runs  # (m,): which partial piece each one is
+    pieces[moved] = partial_runs[which]
+    return runs.pieces(pieces, moved, (begin - owner_start)[which], (end - begin)[which])
 
 
 def slot_ranges(global_batch_size: int, num_canonical_nodes: int) -> np.ndarray:

@@ -8,8 +8,9 @@ Pipeline (each step in its own module):
 1. ``batching.plan_slots``: which group (stream, or all streams mixed) fills each slot of each
    global batch, which slots of the last batch stay empty, and how many samples each canonical node
    reads per group.
-2. ``layout``: each group's chosen samples in a per-epoch shuffled shard order, cut into one
-   contiguous span per canonical node with exactly those lengths.
+2. ``layout``: each group's chosen samples laid out in a shard order drawn once per run, cut into
+   one contiguous span per canonical node with exactly those lengths; each epoch permutes the shard
+   runs inside each span only, so a node reads the same shards every epoch.
 3. ``shuffle``: each span shuffled in place by the configured algorithm.
 4. Here: node c's span fills its slots ``[floor(c*G/C), floor((c+1)*G/C))`` of every batch in
    row-major order. Empty slots (only in a partial last batch) hold ``EMPTY``: the order never repeats
@@ -30,7 +31,7 @@ from stream_plugin.order.layout import (
     DatasetShape,
     ShardRuns,
     group_runs,
-    shuffled_shard_order,
+    node_shard_order,
     slot_ranges,
 )
 from stream_plugin.order.shuffle import SpanKey, canonical_shuffle_name, default_block_size, get_shuffle
@@ -228,7 +229,7 @@ class EpochLayout:
     """Everything an epoch's order is built from, before any span is shuffled: cheap to compute."""
 
     slots: SlotPlan
-    runs_per_group: tuple[ShardRuns, ...]  # each group's runs in this epoch's shard order
+    runs_per_group: tuple[ShardRuns, ...]  # each group's runs in the order its nodes read them this epoch
     edges: np.ndarray  # int64 (C + 1,): slot ranges of the canonical nodes
     dtype: np.dtype  # spans are shuffled in this dtype
 
@@ -241,7 +242,7 @@ class EpochLayout:
 def epoch_layout(
     shape: DatasetShape, chosen_per_stream: Sequence[Chosen], config: OrderConfig, epoch: int
 ) -> EpochLayout:
-    """Check the inputs, plan the slots and lay out each group's runs in this epoch's shard order."""
+    """Check the inputs, plan the slots and lay out each group's runs as its nodes read them this epoch."""
     if len(chosen_per_stream) != shape.num_streams:
         raise ConfigError(
             f"chosen_per_stream: expected one array per stream ({shape.num_streams}), found "
@@ -260,10 +261,16 @@ def epoch_layout(
         epoch=epoch,
     )
     runs_per_group = []
+    # Where each node's span of each group starts, then where the last one ends: int64 (C + 1, num_groups).
+    span_begins = np.zeros((config.num_canonical_nodes + 1, len(slots.groups)), dtype=np.int64)
+    np.cumsum(slots.span_lengths, axis=0, out=span_begins[1:])
     for group, streams in enumerate(slots.groups):
         runs = group_runs(shape, chosen_per_stream, streams)
         if config.algorithm != "none":
-            runs = shuffled_shard_order(runs, config.shuffle_seed, epoch, group)
+            shard_range = (shape.stream_shard_range(streams[0])[0], shape.stream_shard_range(streams[-1])[1])
+            runs = node_shard_order(
+                runs, shard_range, span_begins[:, group], config.shuffle_seed, epoch, group
+            )
         runs_per_group.append(runs)
     edges = slot_ranges(config.global_batch_size, config.num_canonical_nodes)  # (C + 1,)
     dtype = np.dtype(np.int32 if shape.num_samples < _INT32_LIMIT else np.int64)

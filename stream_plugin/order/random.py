@@ -62,9 +62,15 @@ def key_words(seed: int, epoch: int, purpose: str, *index: int) -> list[int]:
 def rng_for(seed: int, epoch: int, purpose: str, *index: int) -> np.random.Generator:
     """Return a fresh generator keyed by ``(seed, epoch, purpose, *index)``.
 
-    ``purpose`` names the use (``"shard_order"``, ``"block_shuffle"``, ``"stream_sample"``, ...);
-    ``index`` narrows it further (a stream, a block, a node). Use ``epoch=0`` for choices that must
-    be the same in every epoch.
+    ``purpose`` names the use (``"block_shuffle"``, ``"stream_sample"``, ...); ``index`` narrows it
+    further (a stream, a block, a node). Use ``epoch=0`` for choices that must be the same in every
+    epoch. The shard order uses two purposes, both indexed by the group:
+
+    - ``"shard_placement"`` (always ``epoch=0``): the run's shard order, cut into the canonical nodes'
+      spans, so each node reads the same shards every epoch;
+    - ``"node_shard_order"``: each epoch's permutation of the shard runs inside each node's span.
+
+    (Before shards stayed on their node, ``"shard_order"`` drew a fresh order of all shards each epoch.)
     """
     return np.random.Generator(
         np.random.PCG64(np.random.SeedSequence(key_words(seed, epoch, purpose, *index)))

@@ -14,7 +14,10 @@ from typing import Any
 
 from stream_plugin.errors import StateError, check_int
 
-STATE_VERSION = 1
+# 2: shards stay on their canonical node across epochs (each epoch reshuffles only inside a node's
+# shards), so a mid-epoch position in a version-1 state points into an order that no longer exists.
+STATE_VERSION = 2
+_FRESH_SHARD_ORDER_VERSION = 1  # states written while every epoch drew a fresh shard order
 _INT_FIELDS = ("epoch", "sample_in_epoch", "epoch_batch_size", "num_canonical_nodes", "shuffle_seed")
 # Keys MosaicML Streaming 0.13 writes; a state with only these came from that library.
 _MOSAICML_KEYS = {"epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed"}
@@ -78,6 +81,10 @@ class ResumeState:
                 "and sample count in this library's order"
             )
         version = state.get("version")
+        if version == _FRESH_SHARD_ORDER_VERSION:
+            _check_fresh_shard_order_state(state)
+            state = {**state, "version": STATE_VERSION}  # at an epoch's start: no old order consumed
+            version = STATE_VERSION
         if version != STATE_VERSION:
             raise StateError(
                 f"resume state: expected version {STATE_VERSION}, found {version!r}; it was written by an "
@@ -90,6 +97,23 @@ class ResumeState:
         if not isinstance(fingerprint, str):
             raise StateError(f"resume state: expected fingerprint to be a str, found {fingerprint!r}")
         return cls(**{name: state[name] for name in _INT_FIELDS}, fingerprint=fingerprint)
+
+
+def _check_fresh_shard_order_state(state: Mapping[str, Any]) -> None:
+    """A version-1 state resumes only at the start of an epoch: nothing of the epoch's old order was read."""
+    position = state.get("sample_in_epoch")
+    if position == 0:
+        return
+    epoch = state.get("epoch")
+    raise StateError(
+        f"resume state: expected version {STATE_VERSION} or a version-1 state at the start of an epoch, found "
+        f"version 1 at sample {position!r} of epoch {epoch!r}. It was written before shards stayed on their "
+        "canonical node across epochs: that version drew a new shard order every epoch, this one draws it "
+        "once per run and reshuffles only inside each node's shards, so the epoch's order changed and "
+        "its position cannot be resumed exactly. Resume from a checkpoint taken at an epoch boundary, "
+        "start the epoch afresh (set sample_in_epoch to 0 in the state), or finish this epoch with the "
+        "stream_plugin version that wrote the checkpoint"
+    )
 
 
 # Counts below this are always accepted: sizing a few arrays by them costs nothing, and a tiny

@@ -34,8 +34,27 @@ def test_state_from_mosaicml_is_explained() -> None:
 
 
 def test_state_with_unknown_version_is_refused() -> None:
-    with pytest.raises(StateError, match="expected version 1, found 99"):
+    with pytest.raises(StateError, match="expected version 2, found 99"):
         ResumeState.from_dict({**STATE.to_dict(), "version": 99})
+
+
+def test_a_state_from_before_shards_stayed_on_their_node_is_refused_mid_epoch() -> None:
+    """Version 1 drew a new shard order every epoch: its mid-epoch position points into an old order."""
+    written_before = {**STATE.to_dict(), "version": 1}
+    with pytest.raises(
+        StateError,
+        match=r"found version 1 at sample 96 of epoch 2\. It was written before shards stayed on their "
+        r"canonical node across epochs.*start the epoch afresh \(set sample_in_epoch to 0 in the state\), "
+        r"or finish this epoch with the stream_plugin version that wrote the checkpoint",
+    ):
+        ResumeState.from_dict(written_before)
+
+
+def test_a_state_from_before_shards_stayed_on_their_node_resumes_at_an_epoch_start() -> None:
+    at_epoch_start = {**STATE.to_dict(), "version": 1, "sample_in_epoch": 0}
+    state = ResumeState.from_dict(at_epoch_start)
+    assert (state.version, state.epoch, state.sample_in_epoch) == (2, 2, 0)
+    assert state.to_dict()["version"] == 2
 
 
 def test_state_missing_keys_are_named() -> None:

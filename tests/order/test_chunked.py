@@ -7,7 +7,7 @@ import pytest
 
 from stream_plugin.errors import StateError
 from stream_plugin.order.chunked import iter_rank_batches, plan_rank_batches
-from stream_plugin.order.layout import AllSamples, DatasetShape, group_runs, shuffled_shard_order
+from stream_plugin.order.layout import AllSamples, DatasetShape, group_runs, node_shard_order
 from stream_plugin.order.partition import RankBatches, rank_last_size, rank_worker_batches, split_tail
 from stream_plugin.order.plan import OrderConfig, plan_epoch
 from stream_plugin.order.random import rng_for
@@ -204,7 +204,9 @@ def test_copy_range_of_many_runs_matches_the_runs_one_by_one(lazy: bool) -> None
     sizes = [[3, 1, 4, 1, 5, 9, 2, 6] * 20, [5, 3, 5] * 30]
     shape = _shape(sizes)
     chosen: list = [AllSamples(int(np.sum(s))) for s in sizes] if lazy else _chosen(shape, upsample=True)  # type: ignore[type-arg]
-    runs = shuffled_shard_order(group_runs(shape, chosen, [0, 1]), seed=5, epoch=0, group=0)
+    natural = group_runs(shape, chosen, [0, 1])
+    cuts = np.linspace(0, natural.num_samples, 4).astype(np.int64)  # 3 nodes: runs cut into pieces
+    runs = node_shard_order(natural, (0, shape.num_shards), cuts, seed=5, epoch=0, group=0)
     expected = np.concatenate(
         [
             np.asarray(chosen[int(s)][int(a) : int(b)]) + int(o)

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from stream_plugin.errors import ConfigError
-from stream_plugin.order.layout import DatasetShape, group_runs, shuffled_shard_order, slot_ranges
+from stream_plugin.order.layout import (
+    DatasetShape,
+    group_runs,
+    node_shard_order,
+    shard_placement,
+    slot_ranges,
+)
 from stream_plugin.order.plan import OrderConfig, plan_epoch
 
 SIZES = np.array([4, 0, 3, 5, 2, 6, 1])  # shard 1 is empty
@@ -48,7 +54,8 @@ def test_runs_map_stream_local_ids_to_global_ids_shard_by_shard() -> None:
 
 def test_copy_range_agrees_with_slicing_the_whole_sequence() -> None:
     chosen = [np.arange(12), np.arange(9)]
-    runs = shuffled_shard_order(group_runs(shape(), chosen, [0, 1]), seed=3, epoch=2, group=0)
+    cuts = np.array([0, 6, 13, 21])  # three nodes, both cuts inside a shard
+    runs = node_shard_order(group_runs(shape(), chosen, [0, 1]), (0, 7), cuts, seed=3, epoch=2, group=0)
     whole = np.empty(runs.num_samples, dtype=np.int64)
     runs.copy_range(0, runs.num_samples, whole)
     for begin in range(runs.num_samples + 1):
@@ -58,15 +65,55 @@ def test_copy_range_agrees_with_slicing_the_whole_sequence() -> None:
             assert part.tolist() == whole[begin:end].tolist()
 
 
-def test_shard_order_is_a_fresh_permutation_each_epoch() -> None:
-    runs = group_runs(DatasetShape(np.full(50, 3), np.zeros(50, dtype=np.int64)), [np.arange(150)], [0])
-    first = shuffled_shard_order(runs, seed=1, epoch=0, group=0).shard
-    second = shuffled_shard_order(runs, seed=1, epoch=1, group=0).shard
+def fifty_shards_of_three() -> DatasetShape:
+    return DatasetShape(np.full(50, 3), np.zeros(50, dtype=np.int64))
+
+
+def test_shard_placement_is_drawn_once_per_run_from_the_seed() -> None:
+    first = shard_placement(50, seed=1, group=0)
     assert sorted(first.tolist()) == list(range(50))
-    assert first.tolist() != second.tolist()
-    np.testing.assert_array_equal(first, shuffled_shard_order(runs, seed=1, epoch=0, group=0).shard)
+    np.testing.assert_array_equal(first, shard_placement(50, seed=1, group=0))
+    assert first.tolist() != shard_placement(50, seed=2, group=0).tolist()
+    assert first.tolist() != shard_placement(50, seed=1, group=1).tolist()
 
 
+def test_each_epoch_permutes_the_shards_inside_each_node_only() -> None:
+    runs = group_runs(fifty_shards_of_three(), [np.arange(150)], [0])
+    cuts = np.array([0, 60, 90, 150])  # nodes of 20, 10 and 20 whole shards
+    placed = shard_placement(50, seed=1, group=0)
+    first = node_shard_order(runs, (0, 50), cuts, seed=1, epoch=0, group=0)
+    second = node_shard_order(runs, (0, 50), cuts, seed=1, epoch=1, group=0)
+    for node_shards in (slice(0, 20), slice(20, 30), slice(30, 50)):
+        assert sorted(first.shard[node_shards].tolist()) == sorted(placed[node_shards].tolist())
+        assert sorted(second.shard[node_shards].tolist()) == sorted(placed[node_shards].tolist())
+    assert first.shard.tolist() != second.shard.tolist()
+    repeat = node_shard_order(runs, (0, 50), cuts, seed=1, epoch=0, group=0)
+    np.testing.assert_array_equal(first.shard, repeat.shard)
+
+
+def test_a_shard_cut_by_a_node_boundary_is_two_pieces_each_kept_in_its_node() -> None:
+    runs = group_runs(fifty_shards_of_three(), [np.arange(150)], [0])
+    cuts = np.array([0, 61, 150])  # the cut falls one sample into the node's 21st shard
+    cut_shard = int(shard_placement(50, seed=4, group=0)[20])
+    for epoch in range(4):
+        order = node_shard_order(runs, (0, 50), cuts, seed=4, epoch=epoch, group=0)
+        assert order.num_samples == 150 and len(order.shard) == 51
+        ids = np.empty(150, dtype=np.int64)
+        order.copy_range(0, 150, ids)
+        assert sorted(ids.tolist()) == list(range(150))
+        assert ids[:61].tolist().count(3 * cut_shard) == 1  # the shard's first sample: first node
+        assert {3 * cut_shard + 1, 3 * cut_shard + 2} <= set(ids[61:].tolist())
+
+
+def test_a_shard_with_no_chosen_sample_leaves_the_others_in_place() -> None:
+    shape = fifty_shards_of_three()
+    placed = shard_placement(50, seed=3, group=0)
+    one_shard_per_node = np.arange(0, 151, 3)  # 50 nodes of one whole shard: nothing left to permute
+    every = node_shard_order(group_runs(shape, [np.arange(150)], [0]), (0, 50), one_shard_per_node, 3, 5, 0)
+    assert every.shard.tolist() == placed.tolist()
+    without_7 = np.setdiff1d(np.arange(150), [21, 22, 23])  # shard 7 has no chosen sample this epoch
+    fewer = node_shard_order(group_runs(shape, [without_7], [0]), (0, 50), one_shard_per_node[:-1], 3, 5, 0)
+    assert fewer.shard.tolist() == [shard for shard in placed.tolist() if shard != 7]
 def test_unsorted_chosen_ids_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"chosen_per_stream\[1\]: expected ids sorted ascending.*np.sort"):
         group_runs(shape(), [np.arange(12), np.array([3, 1])], [0, 1])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stream_plugin.order.layout import AllSamples, DatasetShape, ShardRuns, group_runs, shuffled_shard_order
+from stream_plugin.order.layout import AllSamples, DatasetShape, ShardRuns, group_runs, node_shard_order
 from stream_plugin.order.shuffle import SpanKey
 from stream_plugin.order.span_reader import SpanReader
 
@@ -67,7 +67,8 @@ def test_many_counting_runs_fill_the_ids_of_the_one_by_one_gather(dtype: type, s
     chosen = [AllSamples(int(np.sum(sizes))) for sizes in SIZES]
     runs = group_runs(shape, chosen, [0, 1])
     if shuffled:
-        runs = shuffled_shard_order(runs, seed=11, epoch=3, group=0)
+        cuts = np.linspace(0, runs.num_samples, 4).astype(np.int64)  # 3 nodes: runs cut into pieces
+        runs = node_shard_order(runs, (0, shape.num_shards), cuts, seed=11, epoch=3, group=0)
     expected = _expected(runs)
     ranges = [(0, runs.num_samples), (1, runs.num_samples - 1), (250, 600), (17, 18), (400, 400)]
     for begin, end in ranges:
@@ -80,7 +81,9 @@ def test_many_counting_runs_fill_the_ids_of_the_one_by_one_gather(dtype: type, s
 def test_a_mix_of_id_arrays_and_all_samples_gathers_as_before() -> None:
     shape = _shape(SIZES)
     ids = np.sort(np.concatenate([np.arange(0, 335, 2), np.arange(0, 335, 7)]))  # repeats and gaps
-    runs = shuffled_shard_order(group_runs(shape, [ids, AllSamples(260)], [0, 1]), seed=2, epoch=0, group=0)
+    natural = group_runs(shape, [ids, AllSamples(260)], [0, 1])
+    cuts = np.array([0, 101, 202, natural.num_samples])  # 3 nodes: runs cut into pieces
+    runs = node_shard_order(natural, (0, shape.num_shards), cuts, seed=2, epoch=0, group=0)
     out = np.empty(runs.num_samples, np.int64)
     runs.copy_range(0, runs.num_samples, out)
     np.testing.assert_array_equal(out, _expected(runs))
