@@ -75,7 +75,9 @@ def mosaicml_py1e(shape: DatasetShape, config: OrderConfig) -> EpochBatches | st
         return f"not measured: MosaicML needs the global batch ({G}) divisible by the nodes ({nodes})"
 
     def batches(epoch: int) -> np.ndarray:
-        shuffle = get_shuffle("py1e", shape.samples_per_shard, nodes, config.shuffle_seed, epoch, config.block_size)
+        shuffle = get_shuffle(
+            "py1e", shape.samples_per_shard, nodes, config.shuffle_seed, epoch, config.block_size
+        )
         partition = get_partitions("orig", shape.num_samples, nodes, nodes, 1, 1, G // nodes)
         per_node = partition.reshape(nodes, -1, G // nodes)  # (C, T, G / C): node c's device batches
         ids = np.where(per_node == -1, EMPTY, shuffle[np.maximum(per_node, 0)])
@@ -172,7 +174,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--seed", type=int, default=9176)
     options = parser.parse_args()
-    shape = DatasetShape(np.full(options.shards, options.shard_size), np.zeros(options.shards, dtype=np.int64))
+    shape = DatasetShape(
+        np.full(options.shards, options.shard_size), np.zeros(options.shards, dtype=np.int64)
+    )
     config = OrderConfig(
         shuffle=True,
         shuffle_algo=options.algo,

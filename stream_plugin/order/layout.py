@@ -2,7 +2,7 @@
 
 A *group* is the set of samples whose spans are cut together: all streams mixed (batching
 ``random``) or one stream (the other batching methods). Within a group the chosen samples are laid
-out shard by shard, in a shard order drawn once per run from the seed (``shard_placement``); the
+out shard by shard, in a shard order drawn once per training run from the seed (``shard_placement``); the
 group is then cut into consecutive spans, one per canonical node, whose lengths the batching method
 fixes. A span therefore holds whole shards except at its two ends, so a node downloads about 1/C of
 the group's shards, and the same 1/C every epoch: each epoch only permutes the shard runs inside each
@@ -314,16 +314,16 @@ def group_runs(shape: DatasetShape, chosen_per_stream: Sequence[Chosen], streams
 
 
 def shard_placement(num_shards: int, seed: int, group: int) -> np.ndarray:
-    """The run's shard order of ``group``: its shards' group-local indices, int64 (num_shards,).
+    """The fixed shard order of ``group``: its shards' group-local indices, int64 (num_shards,).
 
-    Drawn from the seed alone (no epoch in the key), so cutting it into the canonical nodes' spans
-    gives each node the same shards every epoch.
+    Drawn once per training run, from the seed alone (no epoch in the key), so cutting it into the
+    canonical nodes' spans gives each node the same shards every epoch.
     """
     return rng_for(seed, 0, "shard_placement", group).permutation(num_shards)
 
 
 def _placed_runs(runs: ShardRuns, shard_range: tuple[int, int], seed: int, group: int) -> np.ndarray:
-    """Indices of ``runs`` (natural shard order) in the run's shard order: int64 (R,).
+    """Indices of ``runs`` (natural shard order) in the fixed shard order: int64 (R,).
 
     The placement permutes shards, not runs: a shard with no chosen sample this epoch leaves a gap,
     and every other shard keeps its place relative to the rest.
@@ -352,13 +352,13 @@ def node_shard_order(
 
     ``runs`` are in natural shard order (``group_runs``), their shards within ``shard_range`` ([first,
     stop) global shard ids). ``span_begins``, int64 (C + 1,), says where each node's span starts in the
-    group and where the last one ends. The runs are laid out in the run's shard order
+    group and where the last one ends. The runs are laid out in the fixed shard order
     (``shard_placement``) and cut at the nodes' boundaries; a run cut there becomes pieces, each kept
     in its node. Then the pieces of each node are permuted, keyed by the epoch. The last node's pieces
     include the group's samples past its span (whole-batch methods leave some unread), so which of its
     shards' samples wait for another epoch changes from epoch to epoch.
     """
-    placed = _placed_runs(runs, shard_range, seed, group)  # (R,) run indices, in the run's shard order
+    placed = _placed_runs(runs, shard_range, seed, group)  # (R,) run indices, in the fixed shard order
     num_runs = len(placed)
     cum = np.zeros(num_runs + 1, dtype=np.int64)  # (R + 1,): group position of each placed run
     np.cumsum((runs.stop - runs.start)[placed], out=cum[1:])
@@ -367,7 +367,7 @@ def node_shard_order(
     at = np.searchsorted(cum, cuts)  # (k,): index in ``cum`` of the first edge at or past each cut
     inside = cum[at] != cuts  # cuts that fall strictly inside run at - 1
     cuts, at = cuts[inside], at[inside]
-    # The pieces, in the run's order: each run, and one piece more after each cut inside it.
+    # The pieces, in the fixed order: each run, and one piece more after each cut inside it.
     pieces = np.insert(placed, at, placed[at - 1])  # (R + k,): run index of each piece
     # Where each node's pieces start: a boundary's place among the runs, plus the cuts before it.
     first_piece = np.searchsorted(cum, boundaries) + np.searchsorted(cuts, boundaries)  # (C - 1,)

@@ -8,7 +8,7 @@ Pipeline (each step in its own module):
 1. ``batching.plan_slots``: which group (stream, or all streams mixed) fills each slot of each
    global batch, which slots of the last batch stay empty, and how many samples each canonical node
    reads per group.
-2. ``layout``: each group's chosen samples laid out in a shard order drawn once per run, cut into
+2. ``layout``: each group's chosen samples laid out in a shard order drawn once per training run, cut into
    one contiguous span per canonical node with exactly those lengths; each epoch permutes the shard
    runs inside each span only, so a node reads the same shards every epoch.
 3. ``shuffle``: each span shuffled in place by the configured algorithm.

@@ -191,7 +191,7 @@ def block_shuffle(ids: np.ndarray, shard_bounds: np.ndarray, key: SpanKey) -> No
 def intra_shard_shuffle(ids: np.ndarray, shard_bounds: np.ndarray, key: SpanKey) -> None:
     """Permute the samples of each shard among themselves; shards are read one at a time.
 
-    The shard order itself is shuffled before spans are cut (see ``layout``), so this gives
-    "shuffle shards, then samples within each shard".
+    The shard order itself is shuffled before spans are cut, and each node's shards again every epoch
+    (see ``layout``), so this gives "shuffle shards, then samples within each shard".
     """
     shuffle_segments(ids, shard_bounds, rng_for(key.seed, key.epoch, "intra_shard_shuffle", *key.span))

@@ -106,8 +106,8 @@ def _check_fresh_shard_order_state(state: Mapping[str, Any]) -> None:
         return
     epoch = state.get("epoch")
     raise StateError(
-        f"resume state: expected version {STATE_VERSION} or a version-1 state at the start of an epoch, found "
-        f"version 1 at sample {position!r} of epoch {epoch!r}. It was written before shards stayed on their "
+        f"resume state: expected version {STATE_VERSION} or a version-1 state at the start of an epoch, "
+        f"found version 1 at sample {position!r} of epoch {epoch!r}. It was written before shards stayed on their "
         "canonical node across epochs: that version drew a new shard order every epoch, this one draws it "
         "once per run and reshuffles only inside each node's shards, so the epoch's order changed and "
         "its position cannot be resumed exactly. Resume from a checkpoint taken at an epoch boundary, "

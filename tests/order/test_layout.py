@@ -182,3 +182,24 @@ def test_empty_epoch_has_no_batches() -> None:
     s = DatasetShape(np.array([2, 1]), np.array([0, 0]))
     order = plan_epoch(s, [np.zeros(0, dtype=np.int64)], OrderConfig(global_batch_size=4), epoch=0)
     assert order.batches.shape == (0, 4) and order.num_padded == 0
+
+
+@pytest.mark.parametrize(
+    "span_begins",
+    [[0, 37, 75, 112, 163], [0, 0, 50, 50, 163], [0, 40, 41, 42, 163], [0, 163, 163]],
+    ids=["a shard over four nodes", "nodes with no slot", "nodes of one sample", "a node with nothing"],
+)
+def test_a_shard_longer_than_a_span_is_cut_into_a_piece_per_node(span_begins: list[int]) -> None:
+    """Several cuts inside one run: each node reads the same samples of it every epoch."""
+    shape = DatasetShape(np.array([150, 10, 3]), np.zeros(3, dtype=np.int64))
+    runs = group_runs(shape, [np.arange(163)], [0])
+    begins = np.array(span_begins)
+    per_epoch = []
+    for epoch in range(3):
+        order = node_shard_order(runs, (0, 3), begins, seed=4, epoch=epoch, group=0)
+        ids = np.empty(order.num_samples, dtype=np.int64)
+        order.copy_range(0, order.num_samples, ids)
+        assert sorted(ids.tolist()) == list(range(163))
+        spans = zip(span_begins[:-1], span_begins[1:], strict=True)
+        per_epoch.append([sorted(ids[a:b].tolist()) for a, b in spans])
+    assert per_epoch[0] == per_epoch[1] == per_epoch[2]

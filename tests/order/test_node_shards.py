@@ -65,7 +65,11 @@ def every_epochs_node_shards(
 ) -> list[list[set[int]]]:
     """``[epoch][node]``: the shards each canonical node reads in each epoch."""
     return [
-        node_shards(shape, plan_epoch(shape, chosen_for(shape, counts, epoch, method), cfg, epoch), cfg.num_canonical_nodes)
+        node_shards(
+            shape,
+            plan_epoch(shape, chosen_for(shape, counts, epoch, method), cfg, epoch),
+            cfg.num_canonical_nodes,
+        )
         for epoch in range(epochs)
     ]
 
@@ -94,7 +98,9 @@ def test_each_canonical_node_reads_the_same_shards_every_epoch(
 
 @pytest.mark.parametrize("num_canonical_nodes", [2, 4])
 @pytest.mark.parametrize("method", ["stratified", "per_stream", "device_per_stream"])
-def test_each_node_keeps_its_shards_under_every_batching_method(num_canonical_nodes: int, method: str) -> None:
+def test_each_node_keeps_its_shards_under_every_batching_method(
+    num_canonical_nodes: int, method: str
+) -> None:
     """Per-stream groups: a node keeps each stream's shards. The slot draws move a cut by a few samples
     (stratified), or hand the samples a whole-batch method leaves out to other shards of the last
     node: a node may touch at most a neighbour's shard per cut more."""
@@ -112,7 +118,9 @@ def test_order_inside_a_node_changes_every_epoch(algo: str) -> None:
     shape = mixed_shape()
     cfg = config(4, algo)
     edges = slot_ranges(cfg.global_batch_size, 4).tolist()
-    orders = [plan_epoch(shape, chosen_for(shape, stream_sizes(shape), epoch), cfg, epoch) for epoch in range(3)]
+    orders = [
+        plan_epoch(shape, chosen_for(shape, stream_sizes(shape), epoch), cfg, epoch) for epoch in range(3)
+    ]
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         reads = [order.batches[:, lo:hi].ravel() for order in orders]  # the node's samples, in read order
         reads = [read[read != EMPTY] for read in reads]
