@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -21,7 +20,14 @@ import pytest
 from support.auth_servers import AuthServer, basic_authorization, serve_basic_auth, serve_query_token
 from support.datasets import write_ids
 from support.fault_proxy import FaultProxy, FaultRule
-from support.secret_checks import assert_no_secrets, chain_text, folder_texts, log_texts
+from support.secret_checks import (
+    as_in_a_fresh_process,
+    assert_no_secrets,
+    chain_text,
+    closed_port,
+    dataset_texts,
+    seen_by_anyone,
+)
 
 from stream_plugin import StreamingDataset
 from stream_plugin.errors import RemoteChangedError, StorageError
@@ -43,8 +49,9 @@ def site(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def debug_logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+def debug_logs(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> pytest.LogCaptureFixture:
     """Every record of every logger (ours, urllib3's, ...) at DEBUG and above."""
+    as_in_a_fresh_process(monkeypatch)
     caplog.set_level(logging.DEBUG)
     return caplog
 
@@ -102,36 +109,11 @@ def address_of(server: AuthServer) -> str:
     return f"{server.host}:{server.port}"
 
 
-def closed_port() -> int:
-    """A port that was just free and has no listener: connecting to it is refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def read_ids(remote: str, local: Path) -> tuple[StreamingDataset, list[int]]:
     dataset = StreamingDataset(
         remote=remote, local=str(local), batch_size=4, download_retry=0, download_timeout=10
     )
     return dataset, sorted(int(sample["id"]) for sample in dataset)
-
-
-def everything_seen(
-    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str], local: Path, *more: str
-) -> list[str | bytes]:
-    """What anyone could see after the test: log records, captured output, files under ``local``, ``more``."""
-    out, err = capfd.readouterr()
-    return [*log_texts(caplog.records), caplog.text, out, err, *folder_texts(local), *more]
-
-
-def dataset_texts(dataset: StreamingDataset) -> list[str]:
-    """``repr()`` of the dataset and its streams, and the resume state as JSON."""
-    return [
-        repr(dataset),
-        *(repr(stream) for stream in dataset.streams),
-        json.dumps(dataset.state_dict(SAMPLES // 2, from_beginning=False)),
-        json.dumps(dataset.state_dict()),
-    ]
 
 
 # --- reading works the way users pass credentials ---------------------------------------------------
@@ -151,7 +133,7 @@ def test_http_userinfo_is_sent_as_basic_auth(
     assert {request.path for request in seen if request.method == "GET"} == served
     secrets = GUARDS[0].secrets
     assert_no_secrets(
-        secrets, *everything_seen(debug_logs, capfd, tmp_path / "cache", *dataset_texts(dataset))
+        secrets, *seen_by_anyone(debug_logs, capfd, tmp_path / "cache", *dataset_texts(dataset, SAMPLES // 2))
     )
 
 
@@ -167,7 +149,8 @@ def test_http_query_token_reaches_every_object(
     served = {f"/ds/{path.name}?token={TOKEN}" for path in (site / "ds").iterdir()}
     assert {request.path for request in seen if request.method == "GET"} == served
     assert_no_secrets(
-        (TOKEN,), *everything_seen(debug_logs, capfd, tmp_path / "cache", *dataset_texts(dataset))
+        (TOKEN,),
+        *seen_by_anyone(debug_logs, capfd, tmp_path / "cache", *dataset_texts(dataset, SAMPLES // 2)),
     )
 
 
@@ -210,7 +193,7 @@ def test_http_unreachable_host_keeps_the_secret_out(
     with pytest.raises(StorageError, match="Connection refused|NewConnectionError") as raised:
         read_ids(remote, tmp_path / "cache")
     assert_no_secrets(
-        guard.secrets, chain_text(raised.value), *everything_seen(debug_logs, capfd, tmp_path / "cache")
+        guard.secrets, chain_text(raised.value), *seen_by_anyone(debug_logs, capfd, tmp_path / "cache")
     )
 
 
@@ -225,7 +208,7 @@ def test_http_wrong_credential_is_access_denied_keeping_the_secret_out(
         read_ids(guard.remote(address_of(server), "ds", False), tmp_path / "cache")
     assert server.count == 1  # refused at once, never retried
     assert_no_secrets(
-        guard.secrets, chain_text(raised.value), *everything_seen(debug_logs, capfd, tmp_path / "cache")
+        guard.secrets, chain_text(raised.value), *seen_by_anyone(debug_logs, capfd, tmp_path / "cache")
     )
 
 
@@ -239,7 +222,7 @@ def test_http_missing_index_is_not_found_keeping_the_secret_out(
     with pytest.raises(RemoteNotFoundError, match=r"nothing-here/index\.json.*HTTP 404") as raised:
         read_ids(guard.remote(address_of(server), "nothing-here", True), tmp_path / "cache")
     assert_no_secrets(
-        guard.secrets, chain_text(raised.value), *everything_seen(debug_logs, capfd, tmp_path / "cache")
+        guard.secrets, chain_text(raised.value), *seen_by_anyone(debug_logs, capfd, tmp_path / "cache")
     )
 
 
@@ -256,7 +239,7 @@ def test_http_truncated_shard_keeps_the_secret_out(
             read_ids(remote, tmp_path / "cache")
         assert proxy.injected["truncate"] >= 1
     assert_no_secrets(
-        guard.secrets, chain_text(raised.value), *everything_seen(debug_logs, capfd, tmp_path / "cache")
+        guard.secrets, chain_text(raised.value), *seen_by_anyone(debug_logs, capfd, tmp_path / "cache")
     )
 
 
@@ -278,5 +261,5 @@ def test_http_remote_changed_under_a_warm_cache_keeps_the_secret_out(
     with pytest.raises(RemoteChangedError, match="found it rewritten") as raised:
         read_ids(remote, tmp_path / "cache")
     assert_no_secrets(
-        guard.secrets, chain_text(raised.value), *everything_seen(debug_logs, capfd, tmp_path / "cache")
+        guard.secrets, chain_text(raised.value), *seen_by_anyone(debug_logs, capfd, tmp_path / "cache")
     )

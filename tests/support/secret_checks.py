@@ -9,11 +9,16 @@ standard output and error, ``repr()`` of the dataset's parts, the resume state, 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import socket
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 _FORMATTER = logging.Formatter("%(name)s %(levelname)s %(message)s")
 
@@ -73,3 +78,48 @@ def assert_no_secrets(secrets: Iterable[str], *texts: str | bytes) -> None:
     """``assert_no_secret`` for each of ``secrets``."""
     for secret in secrets:
         assert_no_secret(secret, *texts)
+
+
+def as_in_a_fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take the redacting filter off third-party loggers for this test, as in a new process.
+
+    A store adds it to them when it opens (``redaction.REDACTED_LIBRARY_LOGGERS``) and it stays for the
+    rest of the process: without this, a test would pass only because an earlier test opened another
+    store.
+    """
+    from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, RedactingFilter
+
+    for name in REDACTED_LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        kept = [found for found in logger.filters if not isinstance(found, RedactingFilter)]
+        monkeypatch.setattr(logger, "filters", kept)
+
+
+def seen_by_anyone(
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+    local: str | os.PathLike[str],
+    *more: str,
+) -> list[str | bytes]:
+    """Every log record caught so far, stdout and stderr (read, so call this once, at the end), the
+    files under ``local``, and ``more``."""
+    out, err = capfd.readouterr()
+    return [*log_texts(caplog.records), caplog.text, out, err, *folder_texts(local), *more]
+
+
+def dataset_texts(dataset: Any, consumed: int) -> list[str]:
+    """``repr()`` of a ``StreamingDataset`` and of its streams, and its resume state (at ``consumed``
+    samples, and at the start) as JSON."""
+    return [
+        repr(dataset),
+        *(repr(stream) for stream in dataset.streams),
+        json.dumps(dataset.state_dict(consumed, from_beginning=False)),
+        json.dumps(dataset.state_dict()),
+    ]
+
+
+def closed_port() -> int:
+    """A loopback port that was just free and has no listener: connecting to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
