@@ -105,8 +105,16 @@ def test_a_connection_string_hides_its_account_key_and_sas() -> None:
     ("sentence", "expected"),
     [
         (
+            f"Expected to read https://h/ds?token={SECRET}.",
+            "Expected to read https://h/ds?token=***.",
+        ),
+        (
             f"could not open (https://u:{SECRET}@h/ds), retrying",
             "could not open (https://u:***@h/ds), retrying",
+        ),
+        (
+            f"urls: http://h/a?sig={SECRET}; http://h/b?token={SECRET}!",
+            "urls: http://h/a?sig=***; http://h/b?token=***!",
         ),
         (
             f"'https://u:{SECRET}@h/ds/index.json'",

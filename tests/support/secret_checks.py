@@ -21,6 +21,9 @@ from typing import Any
 import pytest
 
 _FORMATTER = logging.Formatter("%(name)s %(levelname)s %(message)s")
+# Loggers of the test servers that run inside the test process (moto's): what a server logs about the
+# requests it received is not something the client printed.
+SERVER_LOGGERS = ("moto", "werkzeug")
 
 
 def chain_text(error: BaseException) -> str:
@@ -42,9 +45,12 @@ def chain_text(error: BaseException) -> str:
 
 
 def log_texts(records: Iterable[logging.LogRecord]) -> list[str]:
-    """Each record's message, and the record formatted with its exception and stack, if any."""
+    """Each record's message, and the record formatted with its exception and stack, if any (but the
+    records of the in-process test servers, ``SERVER_LOGGERS``)."""
     texts = []
     for record in records:
+        if record.name.split(".")[0] in SERVER_LOGGERS:
+            continue
         texts.append(record.getMessage())
         texts.append(_FORMATTER.format(record))
     return texts
@@ -104,7 +110,7 @@ def seen_by_anyone(
     """Every log record caught so far, stdout and stderr (read, so call this once, at the end), the
     files under ``local``, and ``more``."""
     out, err = capfd.readouterr()
-    return [*log_texts(caplog.records), caplog.text, out, err, *folder_texts(local), *more]
+    return [*log_texts(caplog.records), out, err, *folder_texts(local), *more]
 
 
 def dataset_texts(dataset: Any, consumed: int) -> list[str]:
