@@ -1,7 +1,7 @@
 """Issue 11's §1 and §2 scenarios, written once, run against ours and (where importable) MosaicML 0.13.
 
-A scenario marked with ``differs`` is expected to fail on one implementation: the README's
-"Differences from MosaicML Streaming" lists each MosaicML one.
+A scenario marked with ``differs`` is expected to fail on one implementation: the documentation's
+"Differences from MosaicML Streaming" page (docs/mosaicml-differences.md) lists each MosaicML one.
 """
 
 from __future__ import annotations

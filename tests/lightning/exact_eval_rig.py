@@ -1,7 +1,8 @@
 """Validation under Lightning DDP with torchmetrics: ``python exact_eval_rig.py DATA OUT DEVICES``.
 
 Each rank updates two metrics in ``validation_step``: one with every batch as given, one with the
-samples before the rank-balance repeats (the README's one line). Rank 0 writes both results to OUT.
+samples before the rank-balance repeats (the one line of docs/order.md, "Exact evaluation"). Rank 0
+writes both results to OUT.
 """
 
 from __future__ import annotations
