@@ -368,17 +368,14 @@ def node_shard_order(
     inside = cum[at] != cuts  # cuts that fall strictly inside run at - 1
     cuts, at = cuts[inside], at[inside]
     # The pieces, in the fixed order: each run, and one piece more after each cut inside it.
-    pieces = np.insert(placed, at, placed[at - 1])  # (R + k,): run index of each piece
+    pieces = np.insert(placed, at, placed[at - 1]) if len(cuts) else placed  # (R + k,): each piece's run
     # Where each node's pieces start: a boundary's place among the runs, plus the cuts before it.
     first_piece = np.searchsorted(cum, boundaries) + np.searchsorted(cuts, boundaries)  # (C - 1,)
     segments = np.concatenate([[0], first_piece, [len(pieces)]]).astype(np.int64)  # (C + 1,)
     # The pieces that are part of a run (next to a cut) are marked with ids past R while the node's
     # pieces are permuted: the permutation depends only on the segments, not on the values.
-    after_cut = at + np.arange(len(cuts), dtype=np.int64)  # (k,): the piece that starts at each cut
-    partial = np.unique(np.concatenate([after_cut - 1, after_cut]))  # (m,)
-    edges = np.insert(cum, at, cuts)  # (R + k + 1,): group position where each piece starts
-    begin, end = edges[partial], edges[partial + 1]  # (m,) each: a partial piece's group positions
-    owner_start = cum[partial - np.searchsorted(after_cut, partial, side="right")]  # (m,): its run's start
+    partial, begin, end, owner_start = _pieces_next_to_cuts(cum, cuts, at)  # (m,) each
+    del placed, cum  # a million-run group: 16 MB that planning need not hold any longer
     partial_runs = pieces[partial]  # (m,)
     pieces[partial] = num_runs + np.arange(len(partial), dtype=np.int64)
     shuffle_segments(pieces, segments, rng_for(seed, epoch, "node_shard_order", group))
@@ -388,6 +385,31 @@ def node_shard_order(
     which = pieces[moved] - num_runs  # (m,): which partial piece each one is
     pieces[moved] = partial_runs[which]
     return runs.pieces(pieces, moved, (begin - owner_start)[which], (end - begin)[which])
+
+
+def _pieces_next_to_cuts(
+    cum: np.ndarray, cuts: np.ndarray, at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces that are part of a run, from the cuts inside runs alone (no array of R pieces).
+
+    ``cum`` (R + 1,) are the placed runs' group positions, ``cuts`` (k,) ascending positions strictly
+    inside runs, ``at`` (k,) the index in ``cum`` past each cut (its run is at - 1). Returns int64 (m,)
+    each: the pieces' indices among all pieces (each run, and one more after each cut), their group
+    positions [begin, end), and the group position where their run starts.
+    """
+    after_cut = at + np.arange(len(cuts), dtype=np.int64)  # (k,): the piece that starts at each cut
+    same_run_as_previous = np.concatenate([[False], at[1:] == at[:-1]])  # (k,)
+    same_run_as_next = np.concatenate([at[:-1] == at[1:], [False]])  # (k,)
+    run_start, run_end = cum[at - 1], cum[at]  # (k,) each: the run each cut falls in
+    before_begin = np.where(same_run_as_previous, np.roll(cuts, 1), run_start)  # (k,): the piece ending at cut
+    after_end = np.where(same_run_as_next, np.roll(cuts, -1), run_end)  # (k,): the piece starting at cut
+    # A piece between two cuts of one run is both the piece after one and the piece before the next.
+    index = np.concatenate([after_cut - 1, after_cut])  # (2k,)
+    partial, first = np.unique(index, return_index=True)  # (m,)
+    begin = np.concatenate([before_begin, cuts])[first]
+    end = np.concatenate([cuts, after_end])[first]
+    owner_start = np.concatenate([run_start, run_start])[first]
+    return partial, begin, end, owner_start
 
 
 def slot_ranges(global_batch_size: int, num_canonical_nodes: int) -> np.ndarray:

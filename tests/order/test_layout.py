@@ -203,3 +203,24 @@ def test_a_shard_longer_than_a_span_is_cut_into_a_piece_per_node(span_begins: li
         spans = zip(span_begins[:-1], span_begins[1:], strict=True)
         per_epoch.append([sorted(ids[a:b].tolist()) for a, b in spans])
     assert per_epoch[0] == per_epoch[1] == per_epoch[2]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_node_reads_exactly_its_part_of_the_fixed_shard_order(seed: int) -> None:
+    """Against a plain reference: the shards laid out whole in ``shard_placement`` order, cut at the spans."""
+    rng = np.random.default_rng(seed)
+    num_shards = int(rng.integers(1, 40))
+    shape = DatasetShape(rng.integers(1, 30, num_shards), np.zeros(num_shards, dtype=np.int64))
+    total = shape.num_samples
+    span_begins = np.concatenate([[0], np.sort(rng.integers(0, total + 1, int(rng.integers(0, 9)))), [total]])
+    offsets = shape.shard_offsets
+    fixed = np.concatenate(
+        [np.arange(offsets[s], offsets[s + 1]) for s in shard_placement(num_shards, seed=seed, group=0)]
+    )  # (N,): every sample, shard by shard in the fixed order
+    order = node_shard_order(group_runs(shape, [np.arange(total)], [0]), (0, num_shards), span_begins, seed, 7, 0)
+    ids = np.empty(total, dtype=np.int64)
+    bounds = order.copy_range(0, total, ids)
+    assert len(bounds) - 1 == len(order.shard)
+    assert set(span_begins.tolist()) <= set(order.cum.tolist())  # no piece straddles a node's boundary
+    for a, b in zip(span_begins[:-1].tolist(), span_begins[1:].tolist(), strict=True):
+        assert sorted(ids[a:b].tolist()) == sorted(fixed[a:b].tolist())
