@@ -1,5 +1,5 @@
 """The reading side: from ``Stream``s to the samples a (rank, worker) yields, and to exact resumption.
 
 Users import the public names from ``stream_plugin``; this package holds their implementation. The
-path of one sample, a module per step, is in the README ("How it fits together").
+path of one sample, a module per step, is in docs/architecture.md ("How it fits together").
 """

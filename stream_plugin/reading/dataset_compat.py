@@ -115,12 +115,12 @@ def check_partition_algo(partition_algo: str) -> str:
     if partition_algo not in PARTITION_ALGOS:
         raise ConfigError(
             f"partition_algo: expected one of {list(PARTITION_ALGOS)}, found {partition_algo!r}; leave it "
-            "unset (the order contract in the README describes the one partitioning used)"
+            "unset (the order contract in docs/order.md describes the one partitioning used)"
         )
     if partition_algo != "relaxed":
         warnings.warn(
             f"partition_algo={partition_algo!r} is accepted for compatibility and ignored: samples are "
-            "partitioned as the README's order contract says, whatever the value",
+            "partitioned as the order contract (docs/order.md) says, whatever the value",
             UserWarning,
             stacklevel=3,
         )

@@ -155,7 +155,7 @@ def test_clients_are_cached_per_timeout_with_botocore_retries_off(s3_store: S3St
 def test_aws_retry_environment_variables_do_not_add_attempts(
     s3_bucket: S3Bucket, proxy: FaultProxy, proxied_store: S3Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # As the README says: download_retry alone decides how often we try; botocore's env settings do not.
+    # As docs/storage.md says: download_retry alone decides how often we try; botocore's env settings do not.
     monkeypatch.setenv("AWS_RETRY_MODE", "standard")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "5")
     s3_bucket.put("root/k", b"v")

@@ -36,7 +36,7 @@ _SPLITS_FOR_STAGE: dict[str, tuple[Split, ...]] = {
     "predict": ("predict",),
 }
 # Lightning warns that an IterableDataset's __len__ may count samples twice over workers; ours is the
-# exact number of batches every rank yields (workers split the batches, see the README's contract).
+# exact number of batches every rank yields (workers split the batches, see the order contract in docs/order.md).
 _LEN_WARNING = "Your `IterableDataset` has `__len__` defined"
 
 
@@ -88,7 +88,7 @@ class StreamingDataModule(pl.LightningDataModule):
         drop_last: drop the partial last global batch of every training epoch on every rank. Evaluation
             loaders never drop: they yield every sample once, and on several ranks the last batch of a
             rank may end with one repeat; trainer.val_dataloaders.real_samples(batch_idx) says how
-            many samples of a batch to count (README, "Exact evaluation").
+            many samples of a batch to count (docs/order.md, "Exact evaluation").
         num_workers: DataLoader worker processes per rank (0: load in the training process).
         pin_memory: copy batches into pinned memory, for faster transfers to a GPU.
         persistent_workers: keep the workers alive between epochs (needs num_workers > 0).
