@@ -60,6 +60,13 @@ _SECRET_PAIR = re.compile(
     r"(?<![\w-])(" + "|".join(re.escape(name) for name in SECRET_NAMES) + r")=([^&\s;'\",)}\]]+)",
     re.IGNORECASE,
 )
+# A secret HTTP header as libraries log it: ``x-amz-security-token:V`` (a canonical request),
+# ``'X-Amz-Security-Token': b'V'`` (a header dict), ``Authorization: Basic V``.
+_SECRET_HEADER = re.compile(
+    r"\b(x-amz-security-token|x-goog-security-token|authorization|x-ms-encryption-key)"
+    r"(['\"]?\s*:\s*(?:(?-i:b)?['\"])?)((?:basic|bearer)\s+)?([^'\"\s,}]+)",
+    re.IGNORECASE,
+)
 # A URL inside free text: a scheme, ``://``, then everything up to whitespace or a quote/bracket.
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>`]+")
 # A path with a query but no scheme (urllib3 quotes the request line ``/ds/index.json?token=...``).
@@ -104,10 +111,11 @@ def _hide_tail(url: str) -> str:
 
 def redact(text: str) -> str:
     """``text`` with every URL in it passed through ``redact_url`` and known secret pairs hidden."""
-    if "=" not in text and "@" not in text:
-        return text  # nothing to hide: no query, no key=value pair, no userinfo
+    if "=" not in text and "@" not in text and ":" not in text:
+        return text  # nothing to hide: no query, no key=value pair, no userinfo, no header
     text = _URL.sub(_redact_found_url, text)
     text = _PATH_QUERY.sub(lambda found: f"{found.group(1)}?{_hidden_query(found.group(2))}", text)
+    text = _SECRET_HEADER.sub(lambda found: f"{found.group(1)}{found.group(2)}{found.group(3) or ''}{HIDDEN}", text)
     return _SECRET_PAIR.sub(_hide_pair, text)
 
 
@@ -198,12 +206,13 @@ class RedactingFilter(logging.Filter):
 
 _FILTER = RedactingFilter()
 
-# Third-party loggers that print our request URLs at DEBUG (urllib3 logs each request's path and
-# query): the stores that send requests through them filter them once.
+# Third-party loggers that print our request URLs or headers at DEBUG (urllib3 logs each request's
+# path and query, botocore the signed headers): ``open_store`` and the built-in stores filter them.
 REDACTED_LIBRARY_LOGGERS: tuple[str, ...] = (
     "urllib3.connectionpool",
     "urllib3.poolmanager",
     "urllib3.util.retry",
+    "botocore.auth",
     "botocore.endpoint",
     "botocore.httpsession",
     "botocore.parsers",

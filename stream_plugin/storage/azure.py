@@ -33,7 +33,7 @@ from azure.core.exceptions import (
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from stream_plugin.errors import ConfigError, StorageError
-from stream_plugin.redaction import redact_url
+from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -100,6 +100,7 @@ class AzureStore:
         endpoint_url: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        redact_loggers(REDACTED_LIBRARY_LOGGERS)  # the SDK's request log (see stream_plugin.redaction)
         env = os.environ if environ is None else environ
         self.url = url
         self.container, self.prefix = parse_azure_url(url)

@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from stream_plugin.errors import ConfigError, MissingDependencyError
-from stream_plugin.redaction import redact_url
+from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, redact_url
 from stream_plugin.storage.base import ObjectStore
 
 ENTRY_POINT_GROUP = "stream_plugin.storage"
@@ -188,6 +188,7 @@ def open_store(url: str | os.PathLike[str], **options: Any) -> ObjectStore:
     scheme = scheme_of(url)
     factory = factory_for(scheme)
     target = os.fspath(url)
+    redact_loggers(REDACTED_LIBRARY_LOGGERS)  # the SDKs' request logs, before any request is sent
     try:
         signature = inspect.signature(factory)
     except ValueError:

@@ -26,7 +26,7 @@ from botocore.config import Config
 
 from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.gc_pause import collection_paused
-from stream_plugin.redaction import redact_url
+from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
@@ -151,6 +151,7 @@ class S3Store:
         region_name: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        redact_loggers(REDACTED_LIBRARY_LOGGERS)  # the SDK's request log (see stream_plugin.redaction)
         env = os.environ if environ is None else environ
         access_key_id = one_name("access_key_id", access_key_id, aws_access_key_id)
         secret_access_key = one_name("secret_access_key", secret_access_key, aws_secret_access_key)

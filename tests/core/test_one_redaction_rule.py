@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stream_plugin.errors import ConfigError, StorageError
-from stream_plugin.redaction import HIDDEN, get_logger
+from stream_plugin.redaction import HIDDEN, REDACTED_LIBRARY_LOGGERS, get_logger, redact
 from stream_plugin.storage import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,3 +101,24 @@ def test_benchmark_reports_pass_the_rule() -> None:
     for name in ("report.py", "harness.py"):
         source = (ROOT / "benchmarks" / name).read_text()
         assert "redact(" in source, f"benchmarks/{name} writes a report without redact()"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"x-amz-security-token:{SECRET}", "x-amz-security-token:***"),
+        (f"{{'X-Amz-Security-Token': b'{SECRET}', 'Host': 'h'}}", "{'X-Amz-Security-Token': b'***', 'Host': 'h'}"),
+        (f"Authorization: Basic {SECRET}", "Authorization: Basic ***"),
+        (f"authorization: bearer {SECRET}", "authorization: bearer ***"),
+        ("started at 12:00: ok", "started at 12:00: ok"),
+    ],
+)
+def test_secret_headers_as_libraries_log_them_are_hidden(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+def test_opening_any_store_filters_the_sdk_request_logs() -> None:
+    for name in REDACTED_LIBRARY_LOGGERS:
+        logging.getLogger(name).filters.clear()
+    open_store("s3://bucket/ds")
+    assert all(logging.getLogger(name).filters for name in REDACTED_LIBRARY_LOGGERS)
