@@ -22,13 +22,17 @@ On-disk layout of one ``local`` folder::
 """
 
 from stream_plugin.cache.eviction import check_cache_limit, minimum_cache_limit
+from stream_plugin.cache.future import EVICTION_POLICIES, EvictionPolicy, NodeFuture
 from stream_plugin.cache.prefetch import Prefetcher
 from stream_plugin.cache.shard_cache import CacheConfig, ShardCache
 from stream_plugin.cache.stats import CacheStats, StatsSnapshot, node_stats
 
 __all__ = [
+    "EVICTION_POLICIES",
     "CacheConfig",
     "CacheStats",
+    "EvictionPolicy",
+    "NodeFuture",
     "Prefetcher",
     "ShardCache",
     "StatsSnapshot",

@@ -1,4 +1,4 @@
-"""Keeping a cache folder under ``cache_limit``: usage accounting, reservations, LRU eviction.
+"""Keeping a cache folder under ``cache_limit``: usage accounting, reservations, eviction.
 
 Usage is measured, never remembered: the bytes of the known shards' files present on disk, plus the
 reservations of downloads in flight (``.stream_plugin/reserved/<shard>``, holding the bytes the shard
@@ -9,6 +9,12 @@ Everything that reads or changes usage runs under the node-wide eviction lock, a
 reserves its bytes before it downloads, so two concurrent downloads can never both fit in the same
 free space. Eviction takes each candidate's shard lock without waiting and skips shards that are being
 read (shared lock) or downloaded (exclusive lock).
+
+Which idle shard goes first is the policy's choice. ``"lru"``: the least recently used. ``"belady"``:
+the one this node reads again farthest ahead (never-again first), from the ``NodeFuture`` the cache
+was given; without one it falls back to LRU. Under ``"belady"`` a download *ahead* of need (prefetch)
+never evicts a shard the node reads before the shard it brings in: it waits instead (Belady's rule
+applied to prefetching), so prefetching cannot push out what is about to be read.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import unquote
 
+import numpy as np
+
+from stream_plugin.cache.future import EvictionPolicy
 from stream_plugin.cache.locks import ControlFolder, is_locked_exclusively, locked, try_locked
 from stream_plugin.cache.stats import StatsGroup
 from stream_plugin.errors import ConfigError
@@ -81,46 +90,95 @@ def check_cache_limit(
         )
 
 
+# When each of the given shards is read next on this node (``NodeFuture.next_use`` at this process's
+# clock), or None when the node's future is not known: then eviction falls back to LRU.
+NextUses = Callable[[Sequence[ShardEntry]], "np.ndarray | None"]
+
+
+def _unknown_future(entries: Sequence[ShardEntry]) -> np.ndarray | None:
+    return None
+
+
+def _always(time: int) -> bool:
+    return True
+
+
 class Evictor:
     """Keeps the known shards of one ``local`` folder within ``limit`` bytes, node-wide."""
 
-    def __init__(self, local: Path, control: ControlFolder, limit: int, stats: StatsGroup) -> None:
+    def __init__(
+        self,
+        local: Path,
+        control: ControlFolder,
+        limit: int,
+        stats: StatsGroup,
+        *,
+        policy: EvictionPolicy = "lru",
+        next_uses: NextUses = _unknown_future,
+        within_reach: Callable[[int], bool] = _always,
+    ) -> None:
+        """``next_uses`` gives the node's future (Belady); ``within_reach(time)`` whether a download
+        ahead of a shard read at ``time`` may evict (a shard read far ahead may only use free room)."""
         self._local = local
         self._control = control
         self._limit = limit
         self._stats = stats
+        self._policy = policy
+        self._next_uses = next_uses
+        self._within_reach = within_reach
 
     @contextmanager
     def room_for(
-        self, entry: ShardEntry, need: int, shards: Callable[[], Sequence[ShardEntry]]
-    ) -> Iterator[None]:
+        self,
+        entry: ShardEntry,
+        need: int,
+        shards: Callable[[], Sequence[ShardEntry]],
+        *,
+        ahead: bool = False,
+    ) -> Iterator[bool]:
         """Evict until ``need`` more bytes fit, reserve them for the ``with`` body, then drop the reservation.
 
         The caller holds ``entry``'s shard lock exclusively. When the only way to make room is to wait
         for other downloads in flight, this blocks on one of their shard locks (never polls) and tries
         again; with nothing in flight and no room, the limit is too small and ``ConfigError`` says so.
+
+        ``ahead`` (a prefetch) under ``"belady"`` with a known future: evict only shards read after
+        ``entry``; when that makes no room, reserve nothing, wait for nothing, and yield False.
         """
         name = entry.raw_data.basename
+        keep_before = self._keep_before(entry) if ahead else None
         while True:
             with locked(self._control.eviction_lock):
                 # We hold this shard's lock, so a reservation under its name is a dead holder's leftover.
                 self._control.reservation(name).unlink(missing_ok=True)
                 reserved = self._live_reservations()
-                if self._fit(need, shards(), skip=set(reserved) | {name}, reserved=reserved):
+                skip = set(reserved) | {name}
+                if self._fit(need, shards(), skip=skip, reserved=reserved, keep_before=keep_before):
                     self._reserve(name, need)
                     break
-                if not reserved:
+                deferred = keep_before is not None
+                if not reserved and not deferred:
                     raise self._too_small(name, need)
-                in_flight = next(iter(reserved))
+                in_flight = next(iter(reserved), "")
+            if deferred:
+                yield False  # fetched on demand, or tried again as the node's clock moves
+                return
             with locked(self._control.shard_lock(in_flight), shared=True):
                 pass  # returns once that download has placed its shard (or died)
         try:
-            yield
+            yield True
         finally:
             self._control.reservation(name).unlink(missing_ok=True)
 
+    def _keep_before(self, entry: ShardEntry) -> int | None:
+        """Under Belady with a known future, when ``entry`` is read next: shards read by then stay."""
+        if self._policy != "belady":
+            return None
+        uses = self._next_uses([entry])
+        return None if uses is None else int(uses[0])
+
     def evict_to_limit(self, shards: Sequence[ShardEntry]) -> int:
-        """Evict least-recently-used idle shards until usage is within the limit; return bytes freed."""
+        """Evict idle shards (the policy's order) until usage is within the limit; return bytes freed."""
         with locked(self._control.eviction_lock):
             reserved = self._live_reservations()
             usage = self._usage(shards, reserved)
@@ -129,34 +187,90 @@ class Evictor:
     def evict_now(self, shards: Sequence[ShardEntry]) -> int:
         """Delete these shards' files unless a process reads or downloads them; return bytes freed."""
         with locked(self._control.eviction_lock):
-            return self._evict(sum(bytes_present(self._local, entry) for entry in shards), shards, skip=set())
+            freed = 0
+            for entry in self._least_recently_used(shards, set()):
+                freed += self._delete_if_idle(entry)
+            return freed
 
     def present_by_age(self, shards: Sequence[ShardEntry]) -> list[tuple[int, ShardEntry]]:
         """``(last use in ns, shard)`` of each shard with files in the cache, least recently used first."""
         return [(self._last_used(entry), entry) for entry in self._least_recently_used(shards, set())]
 
     def _fit(
-        self, need: int, shards: Sequence[ShardEntry], *, skip: set[str], reserved: dict[str, int]
+        self,
+        need: int,
+        shards: Sequence[ShardEntry],
+        *,
+        skip: set[str],
+        reserved: dict[str, int],
+        keep_before: int | None = None,
     ) -> bool:
+        if keep_before is not None and (
+            not self._within_reach(keep_before) or self._missing_before(shards, skip, keep_before)
+        ):
+            return False
         excess = self._usage(shards, reserved) + need - self._limit
-        return excess <= 0 or self._evict(excess, shards, skip=skip) >= excess
+        if excess <= 0:
+            return True
+        return self._evict(excess, shards, skip=skip, keep_before=keep_before) >= excess
+
+    def _missing_before(self, shards: Sequence[ShardEntry], skip: set[str], time: int) -> bool:
+        """Whether the node reads, before ``time``, a shard that is neither cached nor downloading.
+
+        A download ahead waits for those first: downloading in the order the node needs the shards is
+        what keeps prefetching from costing downloads (a later shard fetched early takes the room, or
+        displaces the shard, that a nearer miss would have used, and may be evicted before it is read).
+        """
+        missing = [
+            entry
+            for entry in shards
+            if entry.raw_data.basename not in skip and bytes_present(self._local, entry) == 0
+        ]
+        uses = self._next_uses(missing) if missing else None
+        return uses is not None and bool((uses < time).any())
 
     def _usage(self, shards: Sequence[ShardEntry], reserved: dict[str, int]) -> int:
         return sum(bytes_present(self._local, entry) for entry in shards) + sum(reserved.values())
 
-    def _evict(self, excess: int, shards: Sequence[ShardEntry], *, skip: set[str]) -> int:
+    def _evict(
+        self, excess: int, shards: Sequence[ShardEntry], *, skip: set[str], keep_before: int | None = None
+    ) -> int:
+        victims = self._victims(shards, skip, keep_before)
+        if keep_before is not None and sum(bytes_present(self._local, entry) for entry in victims) < excess:
+            return 0  # a prefetch that cannot make room evicts nothing
         freed = 0
-        for entry in self._least_recently_used(shards, skip):
+        for entry in victims:
             if freed >= excess:
                 break
-            name = entry.raw_data.basename
-            with (
-                try_locked(self._control.shard_lock(name)) as not_downloading,
-                try_locked(self._control.use_lock(name)) as not_read,
-            ):
-                if not_downloading and not_read:
-                    freed += self._delete(entry)
+            freed += self._delete_if_idle(entry)
         return freed
+
+    def _delete_if_idle(self, entry: ShardEntry) -> int:
+        name = entry.raw_data.basename
+        with (
+            try_locked(self._control.shard_lock(name)) as not_downloading,
+            try_locked(self._control.use_lock(name)) as not_read,
+        ):
+            return self._delete(entry) if not_downloading and not_read else 0
+
+    def _victims(
+        self, shards: Sequence[ShardEntry], skip: set[str], keep_before: int | None
+    ) -> list[ShardEntry]:
+        """The idle candidates in eviction order: the policy's first victim first.
+
+        Under Belady: read again farthest ahead first (never-again first, least recently used first
+        among equals); with ``keep_before``, only shards read after that time. Else LRU.
+        """
+        by_age = self._least_recently_used(shards, skip)
+        if self._policy != "belady" or not by_age:
+            return by_age
+        uses = self._next_uses(by_age)
+        if uses is None:
+            return by_age
+        farthest_first = np.argsort(-uses, kind="stable")  # (k,): NEVER sorts first
+        if keep_before is not None:
+            farthest_first = farthest_first[uses[farthest_first] > keep_before]
+        return [by_age[i] for i in farthest_first.tolist()]
 
     def _least_recently_used(self, shards: Sequence[ShardEntry], skip: set[str]) -> list[ShardEntry]:
         present = [

@@ -5,6 +5,10 @@ reads sample ``p`` it keeps the shards of samples ``p .. p + predownload - 1`` d
 thread pool, earliest first, so downloads overlap with iteration. Every download goes through
 ``ShardCache.ensure``, so a shard another worker or rank is already fetching is waited for, not
 fetched twice.
+
+A download ahead may wait instead (``prepare_ahead`` returns None: under Belady eviction it would have
+to evict a shard the node reads sooner). The window tries such shards again, earliest first, each
+time it moves; a sample that reaches one fetches it on demand.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class Prefetcher:
         *,
         evictable: bool = True,
         more: Callable[[], np.ndarray | None] | None = None,
+        prepare_ahead: Callable[[int], Path | None] | None = None,
+        on_advance: Callable[[int], None] | None = None,
     ) -> None:
         """``prepare(shard_id)`` makes one shard present (``ShardCache.ensure``, or a dataset's lookup
         of the stream cache that owns a global shard id); ``num_shards`` bounds the ids.
@@ -48,15 +54,22 @@ class Prefetcher:
         ``more()``, called once when the window first reaches past ``upcoming_shards``, returns the shard
         ids of the samples read after them (the next piece of a pass), or None: their downloads start
         while the last ``predownload`` samples of these are read, so a piece boundary never stalls.
+
+        ``prepare_ahead(shard_id)`` downloads ahead of need, or returns None to wait (default: ``prepare``).
+        ``on_advance(position)`` is told each position the window moves to (the cache's clock).
         """
         _check_arguments(num_shards, upcoming_shards, predownload, max_threads)
         self._prepare = prepare
+        self._prepare_ahead = prepare_ahead or prepare
+        self._on_advance = on_advance
+        self._deferred: set[int] = set()  # shards whose download ahead waited; added from pool threads
         self._upcoming = upcoming_shards  # (samples,) shard id of each upcoming sample, in read order
         self._predownload = predownload
+        self._threads = max_threads
         self._executor = ThreadPoolExecutor(
             max_workers=max_threads, thread_name_prefix="stream_plugin-prefetch"
         )
-        self._futures: dict[int, Future[Path]] = {}
+        self._futures: dict[int, Future[Path | None]] = {}
         self._last_needed: dict[int, int] = {}  # shard id -> last scheduled position that needs it
         self._position = 0
         self._scheduled_until = 0  # positions [.., _scheduled_until) have their shard scheduled
@@ -107,7 +120,9 @@ class Prefetcher:
                 "index of the sample in this worker's upcoming_shards"
             )
         self._advance(position)
-        return self._futures[int(self._upcoming[position])].result()
+        shard = int(self._upcoming[position])
+        folder = self._futures[shard].result()
+        return folder if folder is not None else self._prepare(shard)
 
     def advance(self, position: int) -> None:
         """Move the window to ``position`` without waiting: cheap enough to call every few samples."""
@@ -123,6 +138,10 @@ class Prefetcher:
         if position < self._position:  # moved backwards (a restart): schedule the window afresh
             self._scheduled_until = position
         self._position = position
+        if self._on_advance is not None:
+            self._on_advance(position)
+        if self._deferred:
+            self._retry_deferred()
         want = position + max(self._predownload, 1)
         if want > len(self._upcoming) and self._more is not None:
             more, self._more = self._more, None
@@ -153,7 +172,27 @@ class Prefetcher:
         if fresh:
             for shard in in_order:
                 if shard in fresh:
-                    self._futures[shard] = self._executor.submit(self._prepare, shard)
+                    self._futures[shard] = self._executor.submit(self._ahead, shard)
+
+    def _ahead(self, shard: int) -> Path | None:
+        folder = self._prepare_ahead(shard)
+        if folder is None:
+            self._deferred.add(shard)  # one C-level call: safe against the iteration thread's reads
+        return folder
+
+    def _retry_deferred(self) -> None:
+        """Submit again the shards whose download ahead waited, as many as there are threads, in the
+        order the window needs them; the rest wait for the next move."""
+        waiting = [shard for shard in self._deferred.copy() if self._futures.get(shard) is not None]
+        self._deferred.difference_update(waiting)
+        if not waiting:
+            return
+        window = self._upcoming[self._position : self._scheduled_until].tolist()
+        first_needed = {shard: None for shard in window if shard in waiting}
+        retry = list(first_needed)[: self._threads]
+        for shard in retry:
+            self._futures[shard] = self._executor.submit(self._ahead, shard)
+        self._deferred.update(set(waiting) - set(retry))
 
     def _forget_before(self, position: int) -> None:
         """Drop finished downloads no sample from ``position`` on needs: a later need re-checks the cache."""

@@ -20,12 +20,15 @@ import os
 import posixpath
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from stream_plugin.cache.eviction import Evictor, bytes_present, check_cache_limit, footprint
+from stream_plugin.cache.future import NEVER, EvictionPolicy, NodeFuture, check_eviction
 from stream_plugin.cache.index_store import OpenedIndex, open_index, store_columns
 from stream_plugin.cache.locks import ControlFolder, is_control, kept_index_folder, locked, touch
 from stream_plugin.cache.stats import CacheStats, StatsGroup
@@ -64,6 +67,8 @@ class CacheConfig:
 
     ``cache_limit`` (bytes, or a string such as ``"10gb"``) bounds the bytes of this ``local`` folder's
     shards; it is ignored for local-only streams (``remote=None``), which are never evicted.
+    ``eviction`` picks which shard makes room (``"belady"``: the one the node reads again last, once the
+    cache knows the node's future, see ``ShardCache.expect``; ``"lru"``: the least recently used).
     """
 
     local: str
@@ -73,9 +78,11 @@ class CacheConfig:
     validate_hash: str | None = None
     download_retry: int = 2
     download_timeout: float = 60.0
+    eviction: EvictionPolicy = "belady"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "local", os.fspath(self.local))
+        check_eviction(self.eviction)
         if not self.local:
             raise ConfigError(
                 "local: expected a folder path for the cache, found ''; pass local='/path/to/cache'"
@@ -151,9 +158,21 @@ class ShardCache:
         self._index_known = False  # set_shards was called: _known holds the whole stream
         self._safe_folders: set[str] = set()  # shard sub-folders checked to stay inside local
         self._verified: set[str] = set()  # shards whose validate_hash digest this process checked
+        # The node's future (``expect``) and this process's place on its clock (``advance_clock``).
+        self._future: tuple[NodeFuture, Mapping[str, int]] | None = None
+        self._now = 0
+        self._reach = NEVER
         limit = config.limit
         self._evictor = (
-            Evictor(self._local, self._control, limit, self._record)
+            Evictor(
+                self._local,
+                self._control,
+                limit,
+                self._record,
+                policy=config.eviction,
+                next_uses=self._next_uses,
+                within_reach=lambda time: time - self._now <= self._reach,
+            )
             if limit is not None and self._remote is not None
             else None
         )
@@ -311,10 +330,56 @@ class ShardCache:
         sizes = [footprint(entry, keep_zip=self._config.keep_zip) for entry in self._stream_shards()]
         check_cache_limit(self._config.limit, sizes, readers, shards_per_reader)
 
+    # -- the node's future (eviction="belady") ----------------------------------------------------
+
+    @property
+    def follows_future(self) -> bool:
+        """Whether eviction here ranks shards by the node's future: a cache_limit, a remote, "belady"."""
+        return self._evictor is not None and self._config.eviction == "belady"
+
+    def expect(self, future: NodeFuture | None, shard_of: Mapping[str, int], *, reach: int = NEVER) -> None:
+        """Evict by ``future`` from now on: ``shard_of`` maps a shard's raw basename to its column in it.
+
+        A download ahead evicts only for a shard read within ``reach`` of now (node time): the farther
+        ahead, the less the farthest shard now is the one the offline optimum would evict then. None
+        forgets the future (eviction falls back to least recently used).
+        """
+        self._future = None if future is None else (future, shard_of)
+        self._reach = reach
+
+    def advance_clock(self, now: int) -> None:
+        """This process's time on the node's clock (the times of ``expect``'s future)."""
+        self._now = now
+
+    def _next_uses(self, entries: Sequence[ShardEntry]) -> np.ndarray | None:
+        known = self._future
+        if known is None:
+            return None
+        future, shard_of = known
+        columns = np.array([shard_of.get(entry.raw_data.basename, -1) for entry in entries], dtype=np.int64)
+        uses = np.full(len(entries), NEVER, dtype=np.int64)  # (k,): a shard outside the future: never
+        inside = columns >= 0
+        uses[inside] = future.next_use(columns[inside], self._now)
+        return uses
+
     # -- shards -----------------------------------------------------------------------------------
 
     def ensure(self, entry: ShardEntry) -> Path:
         """Block until the shard's raw files exist locally, verified; return the ``local`` folder."""
+        folder = self._ensure(entry, ahead=False)
+        assert folder is not None, "a download on demand always makes room (or raises)"
+        return folder
+
+    def ensure_ahead(self, entry: ShardEntry) -> Path | None:
+        """``ensure`` for a shard read later (a prefetch); None when it waits instead.
+
+        Under ``eviction="belady"`` with a known future, it downloads only if the room it needs comes
+        from shards the node reads after this one: otherwise it returns None at once, and the shard is
+        fetched on demand or ahead again later.
+        """
+        return self._ensure(entry, ahead=True)
+
+    def _ensure(self, entry: ShardEntry, *, ahead: bool) -> Path | None:
         self._remember(entry)
         if self._is_present(entry) and self._verified_once(entry):
             self._record.record_hit()
@@ -328,7 +393,9 @@ class ShardCache:
             if self._store is None:
                 self._decompress_in_place(entry)
             else:
-                with self._room_for(entry):
+                with self._room_for(entry, ahead=ahead) as room:
+                    if not room:
+                        return None
                     self._download_shard(entry)
             self._verified.add(entry.raw_data.basename)
             touch(lock)
@@ -387,7 +454,7 @@ class ShardCache:
         )
 
     def evict_to_limit(self) -> int:
-        """Evict least-recently-used shards nobody reads until usage fits ``cache_limit``; bytes freed."""
+        """Evict shards nobody reads (the policy's order) until usage fits ``cache_limit``; bytes freed."""
         if self._evictor is None:
             return 0
         return self._evictor.evict_to_limit(self._stream_shards())
@@ -513,11 +580,11 @@ class ShardCache:
     def _is_present(self, entry: ShardEntry) -> bool:
         return all(_has_size(self._local / raw.basename, raw.bytes) for raw, _ in entry.file_pairs())
 
-    def _room_for(self, entry: ShardEntry) -> AbstractContextManager[None]:
+    def _room_for(self, entry: ShardEntry, *, ahead: bool) -> AbstractContextManager[bool]:
         if self._evictor is None:
-            return nullcontext()
+            return nullcontext(True)
         need = footprint(entry, keep_zip=self._config.keep_zip)
-        return self._evictor.room_for(entry, need, self._stream_shards)
+        return self._evictor.room_for(entry, need, self._stream_shards, ahead=ahead)
 
     def _remove_temporaries(self, entry: ShardEntry) -> None:
         # We hold the shard lock, so any temporary of this shard belongs to a holder that died.

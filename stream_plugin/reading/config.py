@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from stream_plugin.cache.future import EVICTION_POLICIES, EvictionPolicy, check_eviction
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
 from stream_plugin.order.sampling import SAMPLING_METHODS, SamplingMethod
@@ -48,6 +49,7 @@ class DatasetConfig:
     epoch_size: int | None = None
     predownload: int | None = None
     cache_limit: int | None = None
+    eviction: EvictionPolicy = "belady"
     sampling_method: SamplingMethod = "balanced"
     sampling_granularity: int = 1
     partition_algo: str = "relaxed"
@@ -78,6 +80,7 @@ class DatasetConfig:
                 raise ConfigTypeError(
                     f"{name}: expected True or False, found {type(value).__name__} {value!r}"
                 )
+        check_eviction(self.eviction)
         _check_choice("shuffle_algo", self.shuffle_algo, shuffle_choices())
         _check_choice("batching_method", self.batching_method, BATCHING_METHODS)
         _check_choice("sampling_method", self.sampling_method, SAMPLING_METHODS)
@@ -143,6 +146,7 @@ def option_choices() -> dict[str, tuple[str, ...]]:
         "batching_method": BATCHING_METHODS,
         "sampling_method": SAMPLING_METHODS,
         "partition_algo": PARTITION_ALGOS,
+        "eviction": EVICTION_POLICIES,
     }
 
 

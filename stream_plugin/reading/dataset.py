@@ -45,6 +45,7 @@ from stream_plugin.reading.dataset_compat import (
 from stream_plugin.reading.epochs import EpochPlanner
 from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.iteration import PerSample, chain_blocks, sample_blocks
+from stream_plugin.reading.node_forecast import NodeClock, PieceClock, node_forecast
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.sample_access import select_samples
 from stream_plugin.reading.shard_access import ShardAccess
@@ -55,7 +56,7 @@ from stream_plugin.reading.sources import (
     readers_within_limit,
     refuse_unsafe_columns,
 )
-from stream_plugin.reading.state import ResumeState, check_against_dataset, state_mapping
+from stream_plugin.reading.state import STATE_VERSION, ResumeState, check_against_dataset, state_mapping
 from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
 from stream_plugin.reading.world import World, detect_worker, detect_world
@@ -121,6 +122,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         epoch_size: int | str | None = None,
         predownload: int | None = None,
         cache_limit: int | str | None = None,
+        eviction: str = "belady",
         sampling_method: str = "balanced",
         sampling_granularity: int = 1,
         partition_algo: str = "relaxed",
@@ -163,6 +165,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
             epoch_size=epoch_size,
             predownload=predownload,
             cache_limit=cache_limit,
+            eviction=eviction,
             sampling_method=sampling_method,
             sampling_granularity=sampling_granularity,
             partition_algo=partition_algo,
@@ -186,7 +189,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
         validate_weights(weights, epoch_size=self._config.epoch_size)
 
         self.world: World = detect_world() if world is None else _checked_world(world)
-        stores, opened = open_streams(self.streams, defaults, cache_limit=self.cache_limit)
+        stores, opened = open_streams(
+            self.streams, defaults, cache_limit=self.cache_limit, eviction=self._config.eviction
+        )
         self._opened = opened
         refuse_unsafe_columns(opened.representatives, allow_unsafe_types=self.allow_unsafe_types)
         # Reused by this process's shard access only (never pickled: a worker opens its own).
@@ -566,7 +571,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         obj = dict(state_mapping(obj))
         if not strict and "version" not in obj:
             obj = {
-                "version": 1,
+                "version": STATE_VERSION,
                 "epoch_batch_size": self.global_batch_size,
                 "fingerprint": self._fingerprint,
                 **obj,
@@ -622,23 +627,61 @@ class StreamingDataset(MosaicNames, IterableDataset):
             plan = self._cursor.plan_in_worker(**arguments)
         else:
             plan = self._cursor.plan_in_main_process(**arguments)
-        return self._read_pass(plan, self.sample_id_pieces(plan, self.topology()), ends_epoch=not num_workers)
+        topology = self.topology()
+        clock = self._follow_node(plan, topology)
+        return self._read_pass(plan, self.sample_id_pieces(plan, topology), ends_epoch=not num_workers, clock=clock)
+
+    def _follow_node(self, plan: IterationPlan, topology: Topology) -> NodeClock | None:
+        """With ``eviction="belady"`` and a ``cache_limit``: tell the caches what this node reads in this
+        pass and the next epoch (``node_forecast``); return this reader's place on the node's clock."""
+        access = self._shard_access()
+        if not access.follows_future:
+            return None
+        forecast = node_forecast(
+            self._planner,
+            plan,
+            topology,
+            device_batch_size=self._device_batch_size(),
+            global_batch_size=self.global_batch_size,
+            rows_per_epoch=-(-self.samples_in_epoch(plan.epoch_batch_size) // plan.epoch_batch_size),
+            drop_last=self.drop_last,
+            batching_method=self.batching_method,
+            locate=self._table.locate,
+            num_shards=access.num_shards,
+        )
+        if forecast is None:
+            access.expect(None, reach=0)
+            return None
+        future, clock = forecast
+        access.expect(future, reach=clock.prefetch_reach)
+        return clock
 
     def _read_pass(
-        self, plan: IterationPlan, sample_id_pieces: Iterable[np.ndarray], *, ends_epoch: bool
+        self,
+        plan: IterationPlan,
+        sample_id_pieces: Iterable[np.ndarray],
+        *,
+        ends_epoch: bool,
+        clock: NodeClock | None = None,
     ) -> Iterator[Any]:
         """Read the pass's samples, a piece of sample ids at a time: each piece is planned and located
         only when the samples before it are read, so the first sample does not wait for the pass. The
         prefetcher asks for the next piece as its window reaches the end of the current one
         (``locate_next``), so the next piece's shards download while this one is read. The samples
         come through ``chain_blocks``: no Python frame per sample between the reader and the caller."""
-        return chain_blocks(self._pass_blocks(plan, sample_id_pieces, ends_epoch=ends_epoch))
+        return chain_blocks(self._pass_blocks(plan, sample_id_pieces, ends_epoch=ends_epoch, clock=clock))
 
     def _pass_blocks(
-        self, plan: IterationPlan, sample_id_pieces: Iterable[np.ndarray], *, ends_epoch: bool
+        self,
+        plan: IterationPlan,
+        sample_id_pieces: Iterable[np.ndarray],
+        *,
+        ends_epoch: bool,
+        clock: NodeClock | None,
     ) -> Generator[Iterable[Any], None, None]:
         pieces = iter(sample_id_pieces)
         located: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        read = 0  # samples of the pass in the pieces before the current one
 
         def locate_next() -> np.ndarray | None:
             sample_ids = next(pieces, None)
@@ -650,7 +693,10 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
         try:
             while located or locate_next() is not None:
-                yield from self._piece_blocks(*located.pop(0), more=locate_next)
+                piece = located.pop(0)
+                piece_clock = None if clock is None else PieceClock(clock, read)
+                yield from self._piece_blocks(*piece, more=locate_next, clock=piece_clock)
+                read += len(piece[0])
         finally:
             self._next_read[:] = None, None, 0
         # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
@@ -665,6 +711,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         offsets: np.ndarray,
         *,
         more: Callable[[], np.ndarray | None],
+        clock: PieceClock | None = None,
     ) -> Iterator[Iterable[Any]]:
         per_sample = None
         if _overrides(self, "__getitem__"):
@@ -678,6 +725,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
             predownload=self.predownload,
             per_sample=per_sample,
             more=more,
+            clock=clock,
         )
         transform = self.transform
         if transform is not None and per_sample is None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from stream_plugin.reading.node_forecast import PieceClock
 from stream_plugin.reading.shard_access import ShardAccess
 
 Read = Callable[[int], Any]  # an open shard reader's read(offset)
@@ -63,6 +64,7 @@ def sample_blocks(
     predownload: int | None,
     per_sample: PerSample | None = None,
     more: Callable[[], np.ndarray | None] | None = None,
+    clock: PieceClock | None = None,
 ) -> Iterator[Iterable[Any]]:
     """The samples at ``(shard_ids[i], offsets[i])`` in order, in blocks of a stride each (chain them:
     ``chain_blocks``), prefetching the shards they need. Read each block before asking for the next:
@@ -73,11 +75,14 @@ def sample_blocks(
 
     With ``per_sample``, sample ``i`` is ``per_sample.fetch(sample_ids[i])`` (a subclass that overrides
     ``get_item``), its reader and offset put in ``per_sample.slot`` first. ``more()`` gives the shard ids
-    of the samples read after these (the next piece of the pass), to prefetch them in time.
+    of the samples read after these (the next piece of the pass), to prefetch them in time; ``clock``
+    maps a position among these samples to the node's time (eviction by the node's future).
     """
     # Moving the prefetch window costs work per sample it covers, so move it in strides.
     stride = max(1, (predownload or 512) // 8)
-    with access.prefetch(shard_ids, predownload=predownload, more=more) as prefetcher:
+    if clock is not None:  # the node's clock moves with the window: keep it within a batch of the reads
+        stride = min(stride, clock.step)
+    with access.prefetch(shard_ids, predownload=predownload, more=more, clock=clock) as prefetcher:
         if not len(shard_ids):
             return
         pinned = access.num_shards <= access.max_open

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
+from stream_plugin.cache.future import NodeFuture
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.reader import ShardReader, open_shard
 from stream_plugin.reading.shard_table import ShardTable
@@ -68,6 +69,7 @@ class ShardAccess:
         self._allow_unsafe_types = allow_unsafe_types
         self.max_open = max_open
         self._open: OrderedDict[int, tuple[ShardReader, ExitStack]] = OrderedDict()
+        self._shard_ids: dict[int, dict[str, int]] = {}  # stream -> raw basename -> global shard id
 
     @property
     def num_shards(self) -> int:
@@ -82,6 +84,36 @@ class ShardAccess:
     def prepare(self, shard_id: int) -> Path:
         """Make the shard's raw files present locally (download / decompress once per node)."""
         return self.cache_of(shard_id).ensure(self._entries[shard_id])
+
+    def prepare_ahead(self, shard_id: int) -> Path | None:
+        """``prepare`` for a shard read later; None when its cache would rather wait (``ensure_ahead``)."""
+        return self.cache_of(shard_id).ensure_ahead(self._entries[shard_id])
+
+    @property
+    def follows_future(self) -> bool:
+        """Whether some stream's cache evicts by the node's future (``eviction="belady"`` with a limit)."""
+        return any(cache.follows_future for cache in self.caches)
+
+    def expect(self, future: NodeFuture | None, *, reach: int) -> None:
+        """Give every cache that evicts by the node's future this one (global shard ids); a download
+        ahead evicts only for a shard read within ``reach`` (``ShardCache.expect``)."""
+        for stream, cache in enumerate(self.caches):
+            if cache.follows_future:
+                cache.expect(future, self._ids_of_stream(stream), reach=reach)
+
+    def advance_clock(self, now: int) -> None:
+        """This reader's time on the node's clock, for every cache that evicts by the future."""
+        for cache in self.caches:
+            cache.advance_clock(now)
+
+    def _ids_of_stream(self, stream: int) -> dict[str, int]:
+        found = self._shard_ids.get(stream)
+        if found is None:
+            first = int(self._table.shard_offset_per_stream[stream])
+            count = int(self._table.shards_per_stream[stream])
+            found = {self._entries[g].raw_data.basename: g for g in range(first, first + count)}
+            self._shard_ids[stream] = found
+        return found
 
     def reader(self, shard_id: int) -> ShardReader:
         """An open reader for the shard; the least recently used one is closed past ``max_open``."""
@@ -116,9 +148,12 @@ class ShardAccess:
         *,
         predownload: int | None,
         more: Callable[[], np.ndarray | None] | None = None,
+        clock: Callable[[int], int] | None = None,
     ) -> Iterator[Prefetcher]:
         """Download, in background threads, the shards of the upcoming samples (``shard_ids``) in order;
-        ``more`` gives the shard ids that follow them (``Prefetcher``)."""
+        ``more`` gives the shard ids that follow them (``Prefetcher``). ``clock`` turns a position among
+        them into the node's time, which the caches that evict by the future are told as it moves."""
+        on_advance = None if clock is None else (lambda position: self.advance_clock(clock(position)))
         prefetcher = Prefetcher(
             self.prepare,
             len(self._entries),
@@ -126,6 +161,8 @@ class ShardAccess:
             predownload=_DEFAULT_PREDOWNLOAD if predownload is None else predownload,
             evictable=any(spec.config.cache_limit is not None for spec in self._specs),
             more=more,
+            prepare_ahead=self.prepare_ahead if self.follows_future else None,
+            on_advance=on_advance,
         )
         try:
             yield prefetcher

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from stream_plugin.cache import CacheConfig, CacheStats, minimum_cache_limit
+from stream_plugin.cache.future import EvictionPolicy
 from stream_plugin.cache.index_store import OpenedIndex
 from stream_plugin.errors import ConfigError, EmptyStreamError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry
@@ -52,7 +53,11 @@ def _limit_shares(
 
 
 def open_streams(
-    streams: Sequence[Stream], defaults: DownloadSettings, *, cache_limit: int | None
+    streams: Sequence[Stream],
+    defaults: DownloadSettings,
+    *,
+    cache_limit: int | None,
+    eviction: EvictionPolicy = "belady",
 ) -> tuple[list[ObjectStore | None], OpenedStreams]:
     """Fetch every stream's index (remote ones into their local folder) and validate it.
 
@@ -78,6 +83,7 @@ def open_streams(
             validate_hash=settings.validate_hash,
             download_retry=settings.download_retry,
             download_timeout=settings.download_timeout,
+            eviction=eviction,
         )
         spec = StreamCacheSpec(config=config, remote=stream.remote_dir, store_options=_pairs(stream))
         store = spec.open_store()

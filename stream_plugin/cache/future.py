@@ -1,0 +1,96 @@
+"""What this node will read, and when: the value that Belady eviction ranks shards by.
+
+Every process of a node can compute the node's whole read order from the sample order (no messages),
+so every process can tell, for each shard, when the node reads it next. ``NodeFuture`` keeps that at
+shard level: for each pass of the horizon (an epoch, say) the first and last time the node reads
+each shard, not a per-sample array. Times are positions on one node clock (see ``reading``'s
+``node_forecast``): larger is later, and a later pass's times are all larger than an earlier one's.
+
+Between the first and last read of a pass a shard counts as in use: its next use is "now".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import numpy as np
+
+from stream_plugin.errors import ConfigError
+
+EvictionPolicy = Literal["belady", "lru"]
+# The choices of ``eviction``, from the Literal: the one list of them.
+EVICTION_POLICIES: tuple[str, ...] = get_args(EvictionPolicy)
+
+# The next use of a shard the node does not read within the known horizon.
+NEVER = np.iinfo(np.int64).max
+
+
+def check_eviction(value: object) -> EvictionPolicy:
+    """``value`` as an eviction policy; ``ConfigError`` naming the choices otherwise."""
+    if not isinstance(value, str) or value not in EVICTION_POLICIES:
+        raise ConfigError(
+            f"eviction: expected one of {list(EVICTION_POLICIES)}, found {value!r}; pass 'belady' to evict the "
+            "shard this node reads again last, or 'lru' to evict the least recently used one"
+        )
+    return value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class NodeFuture:
+    """When this node reads each shard, pass by pass: the shard-level spans of its read order.
+
+    ``first`` and ``last`` are int64 (passes, num_shards): in pass ``i`` the node reads shard ``s`` from
+    time ``first[i, s]`` to time ``last[i, s]``; both are ``NEVER`` where it does not read it in that pass.
+    """
+
+    first: np.ndarray
+    last: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.first.shape != self.last.shape or self.first.ndim != 2:
+            raise ConfigError(
+                f"NodeFuture: expected first and last of one shape (passes, num_shards), found "
+                f"{self.first.shape} and {self.last.shape}; build it with NodeFuture.from_reads"
+            )
+
+    @property
+    def num_shards(self) -> int:
+        return int(self.first.shape[1])
+
+    @classmethod
+    def from_reads(
+        cls, num_shards: int, passes: Iterable[Iterable[tuple[np.ndarray, np.ndarray]]]
+    ) -> NodeFuture:
+        """The spans of ``passes``: each an iterable of pieces ``(times (n,), shard ids (n,))`` of the
+        node's reads. Only (num_shards,) arrays are kept, whatever the length of the passes."""
+        firsts: list[np.ndarray] = []
+        lasts: list[np.ndarray] = []
+        for pieces in passes:
+            first = np.full(num_shards, NEVER, dtype=np.int64)  # (num_shards,)
+            last = np.full(num_shards, -1, dtype=np.int64)  # (num_shards,)
+            for times, shards in pieces:
+                np.minimum.at(first, shards, times)
+                np.maximum.at(last, shards, times)
+            last[first == NEVER] = NEVER
+            firsts.append(first)
+            lasts.append(last)
+        if not firsts:
+            empty = np.zeros((0, num_shards), dtype=np.int64)
+            return cls(empty, empty.copy())
+        return cls(np.stack(firsts), np.stack(lasts))
+
+    def next_use(self, shards: np.ndarray, now: int) -> np.ndarray:
+        """When the node next reads each of ``shards`` (int ids, (k,)) from time ``now`` on: ``now`` for a
+        shard inside one of its spans, ``NEVER`` for one not read again within the horizon. (k,) int64."""
+        shards = np.asarray(shards, dtype=np.int64)
+        result = np.full(len(shards), NEVER, dtype=np.int64)  # (k,)
+        for first, last in zip(self.first[::-1], self.last[::-1]):  # the earliest pass wins
+            ahead = last[shards]  # (k,)
+            reads = (ahead >= now) & (ahead != NEVER)
+            result = np.where(reads, np.maximum(first[shards], now), result)
+        return result
+
+
+__all__ = ["EVICTION_POLICIES", "NEVER", "EvictionPolicy", "NodeFuture", "check_eviction"]

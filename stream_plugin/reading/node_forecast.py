@@ -1,0 +1,148 @@
+"""What this node reads next, from the order itself: the future that Belady eviction ranks shards by.
+
+The order gives every rank its columns of each global batch, so a node's ranks together read a
+contiguous band of columns: exactly what one rank of a job with one rank per node reads. Planning
+that rank's pass (``EpochPlanner.rank_batch_pieces`` with that topology) gives the node's reads of
+every rank and worker, in order, with no messages between processes; they are reduced piece by
+piece to each shard's first and last read (``NodeFuture``), so memory follows the shard count.
+
+The node's clock counts its reads row by row (global batch by global batch): a row is ``width``
+reads, and at in-batch index ``j`` the node's data-parallel ranks read at the same time, so the read
+of rank slot ``k`` at index ``j`` of row ``t`` happens at ``t * width + j * ranks + k``. A
+(rank, worker) at position ``p`` of its pass reads row ``start_row + worker + (p // B) * workers``.
+The other workers of the node read up to ``workers`` rows behind it, so its clock runs that far
+behind its own reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_plugin.cache.future import NodeFuture
+from stream_plugin.errors import ConfigError
+from stream_plugin.order.topology import Topology
+from stream_plugin.reading.cursor import IterationPlan
+from stream_plugin.reading.epochs import EpochPlanner
+
+Locate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # sample ids -> (shard ids, offsets)
+
+
+@dataclass(frozen=True)
+class NodeClock:
+    """Where a (rank, worker)'s pass positions fall on its node's clock (see the module docstring)."""
+
+    start_row: int  # the pass's first global batch
+    worker: int
+    num_workers: int
+    device_batch_size: int  # B: one rank's samples of a row
+    ranks: int  # the node's data-parallel ranks: a row of the node is ranks * B reads
+    slot: int  # this rank's place among them
+
+    @property
+    def width(self) -> int:
+        return self.ranks * self.device_batch_size
+
+    @property
+    def prefetch_reach(self) -> int:
+        """How far ahead (node time) a download ahead may evict: two batches of every worker, what a
+        DataLoader keeps in flight, past the other workers' lag."""
+        return 3 * self.num_workers * self.width
+
+    def time(self, position: int) -> int:
+        """The node's time when this reader is at ``position`` of its pass, less the other workers' lag."""
+        batch, index = divmod(position, self.device_batch_size)
+        row = self.start_row + self.worker + batch * self.num_workers - self.num_workers
+        return row * self.width + index * self.ranks + self.slot
+
+    def read_times(self, first: int, count: int) -> np.ndarray:
+        """The times of the node's reads ``first .. first + count`` of the pass (row-major over its
+        columns): int64 (count,)."""
+        reads = np.arange(first, first + count, dtype=np.int64)  # (count,)
+        row, column = np.divmod(reads, self.width)
+        rank, index = np.divmod(column, self.device_batch_size)
+        return (row + self.start_row) * self.width + index * self.ranks + rank
+
+
+@dataclass(frozen=True)
+class PieceClock:
+    """The node's time at each position of a piece of a pass that starts ``first`` samples in."""
+
+    clock: NodeClock
+    first: int
+
+    def __call__(self, position: int) -> int:
+        return self.clock.time(self.first + position)
+
+    @property
+    def step(self) -> int:
+        """Samples between two moves of the clock: one batch of this reader."""
+        return self.clock.device_batch_size
+
+
+def node_forecast(
+    planner: EpochPlanner,
+    plan: IterationPlan,
+    topology: Topology,
+    *,
+    device_batch_size: int,
+    global_batch_size: int,
+    rows_per_epoch: int,
+    drop_last: bool,
+    batching_method: str,
+    locate: Locate,
+    num_shards: int,
+    epochs_ahead: int = 1,
+) -> tuple[NodeFuture, NodeClock] | None:
+    """The node's reads of ``plan``'s pass and of the ``epochs_ahead`` epochs after it, as a
+    ``NodeFuture``, with this reader's clock; None where the node's band of columns is not one rank's
+    share (ranks replicated across nodes, or ``device_per_stream`` batching)."""
+    ranks_per_node = topology.ranks_per_node
+    if ranks_per_node % topology.replication or batching_method == "device_per_stream":
+        return None
+    ranks = ranks_per_node // topology.replication
+    width = ranks * device_batch_size
+    if width * topology.num_nodes != global_batch_size or plan.epoch_batch_size % topology.num_nodes:
+        return None
+    node = Topology(num_nodes=topology.num_nodes, rank=topology.node)  # one rank per node: the node's band
+    clock = NodeClock(
+        start_row=plan.start // plan.epoch_batch_size,
+        worker=topology.worker,
+        num_workers=topology.num_workers,
+        device_batch_size=device_batch_size,
+        ranks=ranks,
+        slot=topology.local_rank // topology.replication,
+    )
+
+    def pieces(epoch: int, consumed: int, epoch_batch_size: int, shift: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        reads = planner.rank_batch_pieces(
+            epoch,
+            epoch_batch_size=epoch_batch_size,
+            num_canonical_nodes=plan.num_canonical_nodes,
+            device_batch_size=epoch_batch_size // topology.num_nodes,
+            consumed=consumed,
+            global_batch_size=global_batch_size,
+            topology=node,
+            drop_last=drop_last,
+        )
+        first = 0
+        for sample_ids in reads:  # (n,) the node's reads, row-major over its columns
+            shards, _ = locate(sample_ids)
+            yield clock.read_times(first, len(sample_ids)) + shift, shards
+            first += len(sample_ids)
+
+    epoch_span = rows_per_epoch * width
+    passes = [pieces(plan.epoch, plan.start, plan.epoch_batch_size, 0)]
+    passes += [
+        pieces(plan.epoch + ahead, 0, global_batch_size, ahead * epoch_span - clock.start_row * width)
+        for ahead in range(1, epochs_ahead + 1)
+    ]
+    try:
+        return NodeFuture.from_reads(num_shards, passes), clock
+    except ConfigError:
+        return None  # a batching the node's band cannot be planned with: evict least recently used
+
+
+__all__ = ["NodeClock", "PieceClock", "node_forecast"]
