@@ -194,3 +194,14 @@ def test_resume_before_any_iteration_keeps_a_loaded_state(remote_1k: Path, tmp_p
 
 def test_loader_length_is_batches_per_epoch(remote_1k: Path, tmp_path: Path) -> None:
     assert len(make_loader(remote_1k, tmp_path)) == 125
+
+
+def test_a_state_without_a_version_mid_epoch_resumes_when_not_strict(remote_1k: Path, tmp_path: Path) -> None:
+    """A MosaicML-shaped state (no version, fingerprint or batch size) continues at its sample count."""
+    source = make_loader(remote_1k, tmp_path)
+    take_ids(source, 4)
+    written = source.state_dict()
+    state = {key: value for key, value in written.items() if key not in ("version", "fingerprint", "epoch_batch_size")}
+    other = make_loader(remote_1k, tmp_path)
+    other.load_state_dict(state, strict=False)
+    assert len(take_ids(other)) == 125 - 4
