@@ -8,13 +8,18 @@ MAIN_TORCH=torch==2.13.0
 # Hash of what decides an environment's contents, so a changed pyproject reinstalls it.
 _env_key() { cat pyproject.toml scripts/lib/venv.sh "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 
+# Whether DIR holds a complete environment for the current key (the stamp is written last).
+_venv_is_current() {
+    [ -x "$1/bin/python" ] && [ "$(cat "$1/.stream-plugin-env" 2>/dev/null)" = "$(_env_key)" ]
+}
+
 # _ensure_venv DIR WHAT FIRST ARGS...: (re)create DIR unless its stamp matches the key; pip-install
 # FIRST on its own when it is not empty (a pinned torch, so the resolver never picks another), then ARGS.
 _ensure_venv() {
     local dir=$1 what=$2 first=$3 key
     shift 3
     key=$(_env_key)
-    if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.stream-plugin-env" 2>/dev/null)" = "$key" ]; then
+    if _venv_is_current "$dir"; then
         return 0
     fi
     echo ">> creating $what in $dir" >&2
@@ -27,10 +32,31 @@ _ensure_venv() {
     echo "$key" > "$dir/.stream-plugin-env"
 }
 
+# The main environment has every extra the tests need (Composer's aside).
+MAIN_EXTRAS=formats,lightning,gcs,azure,fsspec,spark,hf,text,dev
+
 ensure_main_venv() {
     _ensure_venv .venv "the main environment (torch 2.13.0 CPU, Lightning 2.6)" "" \
-        "$MAIN_TORCH" -e ".[formats,lightning,gcs,azure,fsspec,spark,hf,text,dev]"
+        "$MAIN_TORCH" -e ".[$MAIN_EXTRAS]"
     ensure_azurite
+}
+
+# The main job (scripts/main-job, examples/lightning) imports only torch, Lightning, its CLI's
+# jsonargparse, PyYAML (a Lightning dependency) and stream_plugin's core: the lightning extra, beside the
+# same torch. No Azurite, no Java. A current .venv has all of it (JOB_EXTRAS is part of MAIN_EXTRAS), so
+# the job uses it; otherwise it builds .venv-job and leaves .venv alone. Sets JOB_VENV to the one used.
+# --no-compile: pip would byte-compile all of torch (two thirds of the install's CPU time); Python
+# compiles the few modules the job imports on first use instead.
+JOB_EXTRAS=lightning
+
+ensure_job_venv() {
+    if _venv_is_current .venv; then
+        JOB_VENV=.venv
+        return 0
+    fi
+    _ensure_venv .venv-job "the main job's environment (torch 2.13.0 CPU, Lightning 2.6; no test tools)" "" \
+        --no-compile "$MAIN_TORCH" -e ".[$JOB_EXTRAS]"
+    JOB_VENV=.venv-job
 }
 
 # Azurite, Microsoft's Azure Storage emulator, for tests/storage (an npm package; Node 20 is on every
