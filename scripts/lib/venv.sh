@@ -46,7 +46,7 @@ ensure_main_venv() {
 # same torch. No Azurite, no Java. A current .venv has all of it (JOB_EXTRAS is part of MAIN_EXTRAS), so
 # the job uses it; otherwise it builds .venv-job and leaves .venv alone. Sets JOB_VENV to the one used.
 # --no-compile: pip would byte-compile all of torch (two thirds of the install's CPU time); Python
-# compiles the few modules the job imports on first use instead.
+# compiles only the modules the job imports, on first use.
 JOB_EXTRAS=lightning
 
 ensure_job_venv() {
