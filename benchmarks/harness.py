@@ -25,6 +25,7 @@ from benchmarks import (
     bench_cold,
     bench_convert,
     bench_egress,
+    bench_egress_epochs,
     bench_iterate,
     bench_order,
     bench_resume,
@@ -46,6 +47,7 @@ FIGURES = {
         bench_resume,
         bench_order,
         bench_egress,
+        bench_egress_epochs,
         bench_convert,
         bench_tokens,
     )

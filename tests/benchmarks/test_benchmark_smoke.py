@@ -71,7 +71,7 @@ def test_smoke_measures_ours_and_the_bare_ceiling_only(smoke_run: Path) -> None:
 
 def test_smoke_stores_each_figure_with_its_command(smoke_run: Path) -> None:
     stored = {path.stem: json.loads(path.read_text()) for path in (smoke_run / "results").glob("*.json")}
-    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress", "convert", "tokens"}
+    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress", "egress_epochs", "convert", "tokens"}
     for record in stored.values():
         assert record["command"].startswith("./benchmarks/run --smoke ")
         assert record["machine"][0].startswith("- machine: ")
