@@ -230,7 +230,11 @@ class Evictor:
         return uses is not None and bool((uses < time).any())
 
     def _usage(self, shards: Sequence[ShardEntry], reserved: dict[str, int]) -> int:
-        return sum(bytes_present(self._local, entry) for entry in shards) + sum(reserved.values())
+        present = {entry.raw_data.basename: bytes_present(self._local, entry) for entry in shards}
+        # A download places its files before it drops its reservation: count those bytes once.
+        for name, size in reserved.items():
+            present[name] = max(present.get(name, 0), size)
+        return sum(present.values())
 
     def _evict(
         self, excess: int, shards: Sequence[ShardEntry], *, skip: set[str], keep_before: int | None = None

@@ -212,3 +212,18 @@ def test_shard_larger_than_the_limit_is_refused_naming_the_limit(make_dataset, l
     with pytest.raises(ConfigError, match="the shard alone is larger than cache_limit=100"):
         cache.ensure(dataset.entries[0])
     assert not list(local.glob("shard*")) and not list(local.glob(".shard*"))
+
+
+def test_a_placed_shard_whose_download_still_holds_its_reservation_counts_once(make_dataset, local: Path) -> None:
+    dataset = make_dataset(shards=2, shard_bytes=1000)
+    cache = _cache(local, dataset.remote, cache_limit=sum(e.raw_data.bytes for e in dataset.entries))
+    for entry in dataset.entries:
+        cache.ensure(entry)
+    control = ControlFolder(local)
+    placed = dataset.entries[1]
+    name = placed.raw_data.basename
+    with locked(control.shard_lock(name)):  # its download placed the files, not yet dropped the reservation
+        control.reservation(name).parent.mkdir(parents=True, exist_ok=True)
+        control.reservation(name).write_text(str(placed.raw_data.bytes))
+        assert cache.evict_to_limit() == 0
+    assert _present(local, dataset, 0) and _present(local, dataset, 1)

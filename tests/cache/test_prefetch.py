@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -145,3 +146,46 @@ def test_more_is_asked_once_when_the_window_reaches_past_the_upcoming_shards() -
         prefetcher.wait(4)
         assert asked == [True]
     assert sorted(prepared) == [0, 1, 2, 3, 4]
+
+
+def test_a_download_ahead_that_waited_is_tried_again_when_the_window_moves(tmp_path: Path) -> None:
+    attempts: dict[int, int] = {}
+    deferred = threading.Event()
+    demanded: list[int] = []
+
+    def ahead(shard: int) -> Path | None:
+        attempts[shard] = attempts.get(shard, 0) + 1
+        if shard == 2 and attempts[shard] == 1:
+            deferred.set()
+            return None  # the cache would rather wait
+        return tmp_path
+
+    def on_demand(shard: int) -> Path:
+        demanded.append(shard)
+        return tmp_path
+
+    moves: list[int] = []
+    upcoming = np.array([0, 1, 2, 3])
+    with Prefetcher(
+        on_demand, 4, upcoming, predownload=4, prepare_ahead=ahead, on_advance=moves.append
+    ) as prefetcher:
+        prefetcher.wait(0)
+        assert deferred.wait(5)
+        prefetcher.advance(1)
+        for position in range(1, 4):
+            assert prefetcher.wait(position) == tmp_path
+    assert attempts[2] == 2
+    assert demanded == []
+    assert moves[:2] == [0, 1]
+
+
+def test_wait_fetches_on_demand_a_shard_whose_download_ahead_waited(tmp_path: Path) -> None:
+    demanded: list[int] = []
+
+    def on_demand(shard: int) -> Path:
+        demanded.append(shard)
+        return tmp_path
+
+    with Prefetcher(on_demand, 2, np.array([0, 1]), predownload=2, prepare_ahead=lambda shard: None) as prefetcher:
+        assert prefetcher.wait(1) == tmp_path
+    assert demanded == [1]

@@ -2,17 +2,30 @@
 
 Run with RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / MASTER_ADDR / MASTER_PORT set. The ranks
 meet at a gloo barrier after every batch, as training's all-reduce makes them. Prints one JSON object:
-the sample ids of every batch this rank took, in order.
+the sample ids of every batch this rank took, in order, and the most bytes of placed shard files the
+cache folder held after any batch.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import torch.distributed as dist
 
 from stream_plugin import StreamingDataLoader, StreamingDataset
+
+
+def cached_bytes(local: Path) -> int:
+    """Bytes of the placed shard files in ``local`` now (a file evicted while listed counts as gone)."""
+    total = 0
+    for path in local.glob("shard.*"):
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:
+            continue
+    return total
 
 
 def main() -> None:
@@ -42,11 +55,13 @@ def main() -> None:
         dataset, batch_size=args.device_batch, num_workers=args.workers, persistent_workers=True
     )
     batches: list[list[int]] = []
+    most_cached = 0
     for _ in range(args.epochs):
         for batch in loader:
             batches.append(batch["id"].tolist())
+            most_cached = max(most_cached, cached_bytes(Path(args.local)))
             dist.barrier()
-    print(json.dumps({"batches": batches}))
+    print(json.dumps({"batches": batches, "most_cached": most_cached}))
     dist.destroy_process_group()
 
 

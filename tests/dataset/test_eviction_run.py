@@ -36,6 +36,8 @@ FRACTIONS = (0.25, 0.5, 0.75)
 @dataclass(frozen=True)
 class Run:
     gets: int  # shard GETs the server answered
+    most_cached: int  # the most bytes of placed shards the cache held after any batch
+    cache_limit: int
     ideal_lru: int  # downloads of an ideal LRU cache of the same size on the run's read sequence
     optimum: int  # ... of the offline optimum
 
@@ -57,17 +59,19 @@ class Egress:
 
     def _run(self, eviction: str, fraction: float) -> Run:
         capacity = int(SHARDS * fraction)
+        cache_limit = capacity * self.shard_bytes
         self.proxy.reset_counts()
         outputs = start_ranks(
             self.bucket.url("egress"),
             self.root / f"{eviction}-{fraction}",
             self.proxy.endpoint_url,
-            cache_limit=capacity * self.shard_bytes,
+            cache_limit=cache_limit,
             eviction=eviction,
         )
         gets = sum(1 for method, target, _ in self.proxy.log if method == "GET" and "/shard." in target)
         reads = node_reads(outputs) // PER_SHARD  # (samples,) shard of each read, in the node's order
-        return Run(gets, lru_misses(reads, capacity), belady_misses(reads, capacity))
+        most_cached = max(output["most_cached"] for output in outputs)
+        return Run(gets, most_cached, cache_limit, lru_misses(reads, capacity), belady_misses(reads, capacity))
 
 
 def start_ranks(remote: str, local: Path, endpoint: str, *, cache_limit: int, eviction: str) -> list[dict]:
@@ -127,6 +131,12 @@ def egress(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Ite
 def test_belady_eviction_downloads_at_most_1_15_times_the_optimum(egress: Egress, fraction: float) -> None:
     run = egress.run("belady", fraction)
     assert run.gets <= 1.15 * run.optimum, run
+    assert 0 < run.most_cached <= run.cache_limit, run
+
+
+def test_a_cache_that_holds_the_share_downloads_each_shard_once(egress: Egress) -> None:
+    run = egress.run("belady", 1.0)
+    assert run.gets == SHARDS == run.optimum, run
 
 
 @pytest.mark.parametrize("fraction", FRACTIONS[1:])

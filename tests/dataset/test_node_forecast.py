@@ -1,0 +1,87 @@
+"""The node's future, planned once per process from the order: it covers every read of every rank and
+worker of the node, each inside its shard's span, and nothing the node does not read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stream_plugin import StreamingDataset
+from stream_plugin.cache.future import NEVER
+from stream_plugin.errors import ConfigError
+from stream_plugin.order.topology import Topology
+from stream_plugin.reading.cursor import IterationPlan
+from stream_plugin.reading.node_forecast import node_forecast
+from stream_plugin.reading.world import World
+
+NODES, RANKS_PER_NODE, WORKERS, DEVICE_BATCH = 2, 2, 2, 2
+GLOBAL_BATCH = NODES * RANKS_PER_NODE * DEVICE_BATCH  # 1,000 samples: 125 whole global batches
+
+
+def _dataset(remote: Path, cache: Path, rank: int) -> StreamingDataset:
+    world = World(
+        rank=rank,
+        world_size=NODES * RANKS_PER_NODE,
+        local_rank=rank % RANKS_PER_NODE,
+        local_world_size=RANKS_PER_NODE,
+    )
+    return StreamingDataset(
+        remote=remote.as_uri(),
+        local=str(cache),
+        batch_size=DEVICE_BATCH,
+        shuffle=True,
+        shuffle_block_size=64,
+        num_canonical_nodes=NODES,
+        cache_limit="1mb",
+        world=world,
+    )
+
+
+@pytest.mark.parametrize("start", [0, 40 * GLOBAL_BATCH])
+def test_every_read_of_the_nodes_ranks_and_workers_lies_in_its_shards_span(
+    remote_1k: Path, tmp_path: Path, start: int
+) -> None:
+    plan = IterationPlan(epoch=1, start=start, epoch_batch_size=GLOBAL_BATCH, num_canonical_nodes=NODES)
+    node_shards: set[int] = set()
+    future = None
+    for rank in range(RANKS_PER_NODE, 2 * RANKS_PER_NODE):  # the second node's ranks
+        dataset = _dataset(remote_1k, tmp_path / "cache", rank)
+        for worker in range(WORKERS):
+            topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=rank, worker=worker)
+            forecast = node_forecast(
+                dataset._planner,
+                plan,
+                topology,
+                device_batch_size=DEVICE_BATCH,
+                global_batch_size=GLOBAL_BATCH,
+                rows_per_epoch=1000 // GLOBAL_BATCH,
+                drop_last=False,
+                batching_method="random",
+                locate=dataset._table.locate,
+                num_shards=len(dataset.shards),
+            )
+            assert forecast is not None
+            future, clock = forecast
+            shards = dataset._table.locate(dataset.sample_ids_for(plan, topology))[0]  # (n,)
+            lag = clock.num_workers * clock.width
+            times = np.array([clock.time(p) + lag for p in range(len(shards))])  # (n,)
+            assert (future.first[0, shards] <= times).all()
+            assert (times <= future.last[0, shards]).all()
+            node_shards |= set(shards.tolist())
+    assert future is not None
+    assert set(np.flatnonzero(future.first[0] != NEVER).tolist()) == node_shards
+    # The next epoch follows, later than every read of this one.
+    assert future.first.shape[0] == 2
+    assert future.first[1][future.first[1] != NEVER].min() > future.last[0][future.last[0] != NEVER].max()
+
+
+def test_an_unknown_eviction_is_refused_by_the_dataset_with_its_choices(remote_1k: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"eviction: expected one of \['belady', 'lru'\], found 'mru'"):
+        StreamingDataset(remote=remote_1k.as_uri(), local=str(tmp_path / "c"), batch_size=2, eviction="mru")
+
+
+def test_a_dataset_without_cache_limit_plans_no_future(remote_1k: Path, tmp_path: Path) -> None:
+    dataset = StreamingDataset(remote=remote_1k.as_uri(), local=str(tmp_path / "c"), batch_size=2)
+    assert not dataset._shard_access().follows_future
