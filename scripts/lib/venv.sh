@@ -45,18 +45,27 @@ ensure_main_venv() {
 # jsonargparse, PyYAML (a Lightning dependency) and stream_plugin's core: the lightning extra, beside the
 # same torch. No Azurite, no Java. A current .venv has all of it (JOB_EXTRAS is part of MAIN_EXTRAS), so
 # the job uses it; otherwise it builds .venv-job and leaves .venv alone. Sets JOB_VENV to the one used.
-# --no-compile: pip would byte-compile all of torch (two thirds of the install's CPU time); Python
-# compiles only the modules the job imports, on first use.
 JOB_EXTRAS=lightning
+
+# pip byte-compiles every module it installs, all of torch included: two thirds of the install's CPU
+# time. .venv-job is installed with --no-compile, then byte-compiles what the job's two entry points
+# import by importing them once (written even under PYTHONDONTWRITEBYTECODE=1, which would otherwise
+# leave every process of the job compiling torch again). This also checks that the environment has what
+# the job imports; on a failure the environment is unstamped, so the next run builds it again.
+_JOB_IMPORTS="import sys; sys.dont_write_bytecode = False; sys.path.insert(0, 'examples/lightning'); import main_job, train"
 
 ensure_job_venv() {
     if _venv_is_current .venv; then
         JOB_VENV=.venv
         return 0
     fi
-    _ensure_venv .venv-job "the main job's environment (torch 2.13.0 CPU, Lightning 2.6; no test tools)" "" \
-        --no-compile "$MAIN_TORCH" -e ".[$JOB_EXTRAS]"
     JOB_VENV=.venv-job
+    if _venv_is_current "$JOB_VENV"; then
+        return 0
+    fi
+    _ensure_venv "$JOB_VENV" "the main job's environment (torch 2.13.0 CPU, Lightning 2.6; no test tools)" "" \
+        --no-compile "$MAIN_TORCH" -e ".[$JOB_EXTRAS]"
+    "$JOB_VENV/bin/python" -c "$_JOB_IMPORTS" || { rm -f "$JOB_VENV/.stream-plugin-env"; return 1; }
 }
 
 # Azurite, Microsoft's Azure Storage emulator, for tests/storage (an npm package; Node 20 is on every

@@ -18,6 +18,7 @@ _STUB = """#!/usr/bin/env bash
 # `-m venv DIR`, makes DIR/bin/python a copy of itself.
 { printf '%s' "${0#"$PWD/"}"; printf '\\t%s' "$@"; echo; } >> "$STUB_LOG"
 if [ "$1" = -m ] && [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi
+if [ "$1" = -c ] && [ -n "${STUB_FAIL_IMPORTS:-}" ]; then exit 1; fi
 """
 
 
@@ -44,8 +45,11 @@ def _venv_sh(repo: Path, expression: str) -> str:
     ).stdout.strip()
 
 
-def _run_main_job(repo: Path, tmp_path: Path) -> list[list[str]]:
-    """Run scripts/main-job; return every logged call (program, args...) in order."""
+def _run_main_job(repo: Path, tmp_path: Path, *, fail_imports: bool = False) -> list[list[str]]:
+    """Run scripts/main-job; return every logged call (program, args...) in order.
+
+    fail_imports: the new environment's `python -c` (the import of the job's entry points) fails.
+    """
     log = tmp_path / "calls.log"
     stub = _stub(tmp_path / "stubs" / "python")
     _stub(tmp_path / "stubs" / "npm")  # ensure_azurite would call it: logged, never run
@@ -54,8 +58,11 @@ def _run_main_job(repo: Path, tmp_path: Path) -> list[list[str]]:
         "PYTHON_BIN": str(stub),
         "PATH": f"{stub.parent}{os.pathsep}{os.environ['PATH']}",
         "STUB_LOG": str(log),
+        "STUB_FAIL_IMPORTS": "1" if fail_imports else "",
     }
-    subprocess.run([str(repo / "scripts" / "main-job"), "--work-dir", "W"], env=env, check=True, timeout=60)
+    subprocess.run(
+        [str(repo / "scripts" / "main-job"), "--work-dir", "W"], env=env, check=not fail_imports, timeout=60
+    )
     return [line.split("\t") for line in log.read_text().splitlines()]
 
 
@@ -74,6 +81,7 @@ def test_main_job_installs_main_torch_and_the_lightning_extra_only(tmp_path: Pat
     assert calls[0][1:] == ["-m", "venv", ".venv-job"]
     main_torch = _venv_sh(repo, "$MAIN_TORCH")  # the one pin, shared with the test environment
     assert _pip_installs(calls) == [["pip"], [main_torch, "-e", ".[lightning]"]]
+    assert calls[-2][:2] == [".venv-job/bin/python", "-c"] and "import main_job, train" in calls[-2][2]
     assert calls[-1] == [".venv-job/bin/python", "examples/lightning/main_job.py", "--work-dir", "W"]
     assert not (repo / ".tools").exists(), "the main job installed Azurite"
     assert not any(Path(call[0]).name == "npm" for call in calls)
@@ -105,3 +113,19 @@ def test_the_test_environment_has_every_extra_of_the_main_job(tmp_path: Path) ->
     main = set(_venv_sh(repo, "$MAIN_EXTRAS").split(","))
     assert job == {"lightning"}
     assert job <= main
+
+
+def test_a_job_environment_that_cannot_import_the_job_is_not_stamped(tmp_path: Path) -> None:
+    repo = _repo_copy(tmp_path)
+    calls = _run_main_job(repo, tmp_path, fail_imports=True)
+    assert calls[-1][1] == "-c", "the job ran although its imports failed"
+    assert (repo / ".venv-job" / "bin" / "python").exists()
+    assert not (repo / ".venv-job" / ".stream-plugin-env").exists()
+
+
+def test_a_stamped_job_environment_is_used_without_installing(tmp_path: Path) -> None:
+    repo = _repo_copy(tmp_path)
+    _run_main_job(repo, tmp_path)
+    (tmp_path / "calls.log").unlink()
+    calls = _run_main_job(repo, tmp_path)
+    assert calls == [[".venv-job/bin/python", "examples/lightning/main_job.py", "--work-dir", "W"]]
