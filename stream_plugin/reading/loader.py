@@ -7,7 +7,6 @@ exact position of training. The state is the dataset's resume state: a flat dict
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +18,8 @@ from stream_plugin.reading.cursor import IterationPlan, persistent_worker_plan
 from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.passes import LoaderPass
-from stream_plugin.reading.transport import PackedCollate, SharedRegion, widen_result_pipe
-from stream_plugin.reading.worker_pipes import PipedWorkersIterator, pipes_fit
+from stream_plugin.reading.torch_internals import make_iterator, stop_workers
+from stream_plugin.reading.transport import PackedCollate
 
 
 def collate_zero_copy(batch: list[Any]) -> Any:
@@ -68,9 +67,16 @@ class StreamingDataLoader(DataLoader):
     ``real_samples(batch_idx)`` says how many samples of a batch come before such repeats.
     ``collate_fn`` is wrapped in a ``PackedCollate`` (the original is its ``collate``), which makes the
     trip from workers to the main process cheaper (``stream_plugin.reading.transport``).
+
+    With workers, each pass's iterator comes from ``reading.torch_internals.make_iterator``: on a torch
+    this project checked, one that hands batches over faster through torch's private internals.
+    ``torch_iterator=True`` (or the environment variable ``STREAM_PLUGIN_TORCH_ITERATOR=1``) keeps
+    torch's own iterator instead, as does any other torch (logged once).
     """
 
-    def __init__(self, dataset: Any, batch_size: int | None = 1, **kwargs: Any) -> None:
+    def __init__(
+        self, dataset: Any, batch_size: int | None = 1, *, torch_iterator: bool = False, **kwargs: Any
+    ) -> None:
         if isinstance(dataset, StreamingDataset):
             if kwargs.get("num_workers") and batch_size is None and dataset.batch_size is None:
                 raise ConfigError(
@@ -90,6 +96,7 @@ class StreamingDataLoader(DataLoader):
         if kwargs.get("collate_fn") is None and batch_size is not None:
             kwargs["collate_fn"] = collate_zero_copy
         super().__init__(dataset, batch_size=batch_size, **kwargs)
+        self.torch_iterator = torch_iterator  # an attribute: Lightning re-creates loaders from them
         if not isinstance(self.collate_fn, PackedCollate):  # Lightning re-creates loaders from attributes
             self.collate_fn = PackedCollate(self.collate_fn)
         if isinstance(dataset, StreamingDataset):
@@ -100,37 +107,11 @@ class StreamingDataLoader(DataLoader):
         self._workers: _PersistentWorkers | None = None
         self._worker_passes = 0
 
-    def _get_iterator(self) -> Any:
-        """The iterator that starts the workers: a pipe per worker each way where they are forked and the
-        dataset is iterable (``worker_pipes.PipedWorkersIterator``), else torch's, with the workers' result
-        pipe widened to carry a whole batch in one write (``transport.widen_result_pipe``); shared memory
-        for large batches where the workers are forked (``transport.SharedRegion``, kept as long as the
-        iterator); and this process's heap settled for the batches it receives (``heap.settle_heap``: as
-        if it read them itself)."""
-        packer = self.collate_fn if isinstance(self.collate_fn, PackedCollate) else None
-        region = None
-        if self.num_workers and packer is not None:
-            slots = (self.prefetch_factor or 2) + 1  # a batch in flight per prefetch slot, plus one
-            region = packer.region = SharedRegion.for_workers(self.num_workers, slots, self.multiprocessing_context)
-        iterator: Any
-        try:
-            if pipes_fit(self):
-                self.check_worker_number_rationality()
-                iterator = PipedWorkersIterator(self)
-            else:
-                iterator = super()._get_iterator()
-        except BaseException:
-            if region is not None:
-                region.close()
-            raise
-        finally:
-            if packer is not None:
-                packer.region = None  # the forked workers have it; this process finds it by its token
-        if region is not None:
-            weakref.finalize(iterator, region.close)
+    def _pass_iterator(self) -> Any:
+        """The iterator of a pass (``torch_internals.make_iterator``), with this process's heap settled for
+        the batches it receives from workers (``heap.settle_heap``: as if it read them itself)."""
+        iterator = make_iterator(self)
         if self.num_workers:
-            if not isinstance(iterator, PipedWorkersIterator):  # the pipes are sized when made
-                widen_result_pipe(iterator)
             settle_heap(in_worker=False)  # after the workers started: they settle their own
         return iterator
 
@@ -139,12 +120,7 @@ class StreamingDataLoader(DataLoader):
         return self.dataset if isinstance(self.dataset, StreamingDataset) else None
 
     def _restart_workers(self) -> None:
-        iterator = getattr(self, "_iterator", None)
-        if iterator is not None:
-            shutdown = getattr(iterator, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
-            self._iterator = None
+        stop_workers(self)
         self._workers = None
         self._worker_passes = 0
 
@@ -174,7 +150,7 @@ class StreamingDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         dataset = self._streaming
         if dataset is None:
-            yield from super().__iter__()
+            yield from self._pass_iterator()
             return
         current = dataset.begin_pass()
         plan = current.plan
@@ -190,7 +166,7 @@ class StreamingDataLoader(DataLoader):
         if current.batches == 0:  # resumed at the very end of an epoch: this pass only closes it
             dataset.finish_pass(plan)
         with dataset.handing_over(plan, replay=replay):
-            batches = super().__iter__()  # starts the workers, or this process's reader
+            batches = self._pass_iterator()  # starts the workers, or this process's reader
         for batch in batches:
             self._batches_yielded += 1
             if self._batches_yielded == current.batches:

@@ -8,21 +8,23 @@ in a worker only, rewrites the batch just before it is pickled:
 
 - a small CPU tensor travels by value, inside the pickle;
 - a list of ``bytes`` that is large in total (``SHARED_BYTES_MIN``) travels through shared memory:
-  a slot of the loader's ``SharedRegion`` where the workers were forked (the worker writes the items
-  there and sends only their offsets), else a shared block that the worker reuses (passed as a
-  tensor, so by torch's file-descriptor handshake). The main process copies the items out while
-  unpickling and then marks the slot or block free.
+  a slot of the iterator's ``SharedRegion`` where its workers were forked with one (the worker writes
+  the items there and sends only their offsets, the batch marked as a ``RegionBatch``), else a shared
+  block that the worker reuses (passed as a tensor, so by torch's file-descriptor handshake). The main
+  process copies the items out (a block's while unpickling, a region's when the iterator that owns the
+  region receives the batch: ``SharedRegion.receive``) and then marks the slot or block free.
 
-The main process receives the very objects the collate function returned (plain tensors, lists of
-``bytes``); nothing outside this module sees the packed forms. Anything else passes through torch's
-own path unchanged. On its first batch, a worker also keeps freed heap memory for the next batch
-(``stream_plugin.reading.heap``).
+The caller receives the very objects the collate function returned (plain tensors, lists of
+``bytes``); nothing outside this module and the iterator sees the packed forms. Anything else passes
+through torch's own path unchanged. On its first batch, a worker also keeps freed heap memory for the
+next batch (``stream_plugin.reading.heap``).
 """
 
 from __future__ import annotations
 
 import itertools
 import mmap
+import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable
@@ -33,7 +35,6 @@ import torch
 from torch.utils.data import get_worker_info
 
 from stream_plugin.reading.heap import settle_heap
-from stream_plugin.reading.worker_pipes import RESULT_PIPE_BYTES, forks_workers, set_pipe_size
 
 SMALL_TENSOR_BYTES = 64 * 1024  # tensors up to this size travel inside the pickle
 SHARED_BYTES_MIN = 1 << 20  # lists of bytes from this total size travel through a shared block
@@ -43,6 +44,16 @@ REGION_SLOT_BYTES = 128 << 20  # the largest batch of bytes a region slot takes 
 _FREE = 0
 _BUSY = 1
 _HEADER = 8  # byte 0 of a block says whether the main process still has to copy out of it
+
+
+def forks_workers(context: Any) -> bool:
+    """Whether a loader with this ``multiprocessing_context`` forks its workers (so they inherit what
+    the main process made before starting them)."""
+    if context is not None:
+        return bool(context.get_start_method() == "fork")
+    # Not get_start_method(): asked before any is set, it would set the default for good.
+    method = multiprocessing.get_start_method(allow_none=True)
+    return (method or multiprocessing.get_all_start_methods()[0]) == "fork"
 
 
 def _tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
@@ -95,30 +106,30 @@ class _BytesInBlock:
 
 
 class SharedRegion:
-    """Memory that the main process shares with the DataLoader workers it forks after making it.
+    """Memory that one DataLoader iterator shares with the workers it forks after making it.
 
     Each worker owns ``slots`` slots of ``slot_bytes``; byte 0 of a slot says whether the main process
     still has to copy a batch out of it. A worker writes a batch's ``bytes`` into a free slot of its own
-    and pickles only the region's token and the items' offsets; the main process finds the region by
-    its token, copies the items out and frees the slot. This costs a fraction of passing a shared
-    block: no file descriptor crosses a socket, and nothing is mapped per batch (a batch of 1,024 x
-    1 KiB samples moves about twice as fast). The memory is a sparse ``memfd`` file: a page takes
-    memory once a batch has used it, until the region's iterator is gone.
+    and pickles only the items' offsets, in a batch marked as a ``RegionBatch``; the iterator that owns
+    the region hands each batch it receives to ``receive``, which copies the items out and frees the
+    slot. This costs a fraction of passing a shared block: no file descriptor crosses a socket, and
+    nothing is mapped per batch (a batch of 1,024 x 1 KiB samples moves about twice as fast). The memory
+    is a sparse ``memfd`` file: a page takes memory once a batch has used it, until the region's
+    iterator is gone (``close``). No other object of the process can reach a region.
     """
 
-    _made = itertools.count(1)
+    _made = itertools.count(1)  # names the memfd (as /proc/<pid>/fd shows it), nothing else
 
     def __init__(self, workers: int, slots: int, slot_bytes: int = REGION_SLOT_BYTES) -> None:
-        self.token = f"{os.getpid()}-{next(SharedRegion._made)}"
         self.slots = slots
         self.slot_bytes = slot_bytes
-        fd = os.memfd_create(f"stream_plugin-batches-{self.token}", os.MFD_CLOEXEC)
+        name = f"stream_plugin-batches-{os.getpid()}-{next(SharedRegion._made)}"
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, workers * slots * slot_bytes)
             self.memory = mmap.mmap(fd, workers * slots * slot_bytes)
         finally:
             os.close(fd)
-        _REGIONS[self.token] = self.memory
 
     @classmethod
     def for_workers(cls, workers: int, slots: int, context: Any) -> SharedRegion | None:
@@ -152,7 +163,7 @@ class SharedRegion:
                 return offset
         return None
 
-    def put(self, worker: int, items: list[bytes], size: int) -> _BytesInRegion | None:
+    def put(self, worker: int, items: list[bytes], size: int) -> BytesInRegion | None:
         """``items`` (``size`` bytes in all) written to a free slot, as they travel; None if none fits."""
         offset = self.take(worker, size)
         if offset is None:
@@ -160,45 +171,62 @@ class SharedRegion:
         memory = self.memory
         memory.seek(offset + _HEADER)
         deque(map(memory.write, items), maxlen=0)  # one C-level pass: no Python code per item
-        return _BytesInRegion(
-            self.token, list(itertools.accumulate(map(len, items), initial=offset + _HEADER))
-        )
+        return BytesInRegion(list(itertools.accumulate(map(len, items), initial=offset + _HEADER)))
+
+    def receive(self, batch: Any) -> Any:
+        """``batch`` as its workers collated it: a ``RegionBatch``'s lists of bytes copied out of this
+        region (their slots freed), anything else as it is."""
+        if type(batch) is not RegionBatch:
+            return batch
+        return self._copy_out(batch.batch)
+
+    def _copy_out(self, value: Any) -> Any:
+        """``value`` with each ``BytesInRegion`` replaced by its items, through the containers that
+        ``PackedCollate._pack`` descends into."""
+        kind = type(value)
+        if kind is BytesInRegion:
+            ends = value.ends
+            memory = self.memory
+            items = list(map(memory.__getitem__, map(slice, ends[:-1], ends[1:])))
+            memory[ends[0] - _HEADER] = _FREE  # after the copies: the worker may write its next batch here
+            return items
+        if kind is dict:
+            return {key: self._copy_out(item) for key, item in value.items()}
+        if kind is tuple:
+            return tuple(self._copy_out(item) for item in value)
+        if kind is list and value and type(value[0]) in (BytesInRegion, dict, list, tuple):
+            return [self._copy_out(item) for item in value]
+        return value
 
     def close(self) -> None:
-        """Forget the region in this process: its iterator, and so the workers writing to it, are gone."""
-        if _REGIONS.get(self.token) is self.memory:
-            del _REGIONS[self.token]
+        """Unmap the region: its iterator, and so the workers writing to it, are gone."""
         self.memory.close()
 
 
-_REGIONS: dict[str, mmap.mmap] = {}  # the main process's live regions, by token
+class BytesInRegion:
+    """A list of bytes that a worker wrote to a region slot, as it travels: the items' end offsets
+    (``ends[0]`` is where the first item starts). Only the region's ``receive`` reads it."""
 
+    __slots__ = ("ends",)
 
-def _bytes_from_region(token: str, ends: list[int]) -> list[bytes]:
-    memory = _REGIONS.get(token)
-    if memory is None:
-        raise RuntimeError(
-            f"stream_plugin: expected the shared memory {token} of a live StreamingDataLoader iterator, found "
-            "none in this process; a batch was unpickled after its iterator was closed (or in another "
-            "process). Read batches from the iterator that produced them"
-        )
-    items = list(map(memory.__getitem__, map(slice, ends[:-1], ends[1:])))
-    memory[ends[0] - _HEADER] = _FREE  # after the copies: the worker may now write the next batch here
-    return items
-
-
-class _BytesInRegion:
-    """Pickles a list of bytes written to a region slot as the region's token and the items' offsets
-    (``ends[0]`` is where the first item starts)."""
-
-    __slots__ = ("token", "ends")
-
-    def __init__(self, token: str, ends: list[int]) -> None:
-        self.token = token
+    def __init__(self, ends: list[int]) -> None:
         self.ends = ends
 
-    def __reduce__(self) -> tuple[Callable[..., list[bytes]], tuple[str, list[int]]]:
-        return _bytes_from_region, (self.token, self.ends)
+    def __reduce__(self) -> tuple[type[BytesInRegion], tuple[list[int]]]:
+        return BytesInRegion, (self.ends,)
+
+
+class RegionBatch:
+    """A packed batch with parts in its workers' ``SharedRegion`` (``BytesInRegion``), as it travels to
+    the iterator that owns the region; its ``receive`` turns it back into the collated batch."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
+
+    def __reduce__(self) -> tuple[type[RegionBatch], tuple[Any]]:
+        return RegionBatch, (self.batch,)
 
 
 class _BlockPool:
@@ -227,8 +255,7 @@ class _BlockPool:
 
 
 def _new_shared_block(size: int) -> torch.Tensor:
-    storage = torch.UntypedStorage._new_shared(size)
-    return torch.empty(0, dtype=torch.uint8).set_(storage)
+    return torch.empty(size, dtype=torch.uint8).share_memory_()
 
 
 class PackedCollate:
@@ -241,7 +268,8 @@ class PackedCollate:
         self.collate = collate
         self._pool = _BlockPool()
         self._worker_ready = False
-        # Set by the loader just before it forks its workers, which keep it; unset in the main process.
+        self._in_region = False  # the batch being packed has parts in the region
+        # Set by the iterator just before it forks its workers, which keep it; unset in the main process.
         self.region: SharedRegion | None = None
 
     def __call__(self, samples: Any) -> Any:
@@ -250,7 +278,9 @@ class PackedCollate:
         if not self._worker_ready:
             settle_heap(in_worker=True)
             self._worker_ready = True
-        return self._pack(self.collate(samples))
+        self._in_region = False
+        packed = self._pack(self.collate(samples))
+        return RegionBatch(packed) if self._in_region else packed
 
     def __getstate__(self) -> dict[str, Any]:
         return {"collate": self.collate}  # a spawned worker starts with its own empty pool, no region
@@ -259,6 +289,7 @@ class PackedCollate:
         self.collate = state["collate"]
         self._pool = _BlockPool()
         self._worker_ready = False
+        self._in_region = False
         self.region = None
 
     def _pack(self, value: Any) -> Any:
@@ -288,6 +319,7 @@ class PackedCollate:
         if self.region is not None and info is not None:
             in_region = self.region.put(info.id, items, total)
             if in_region is not None:
+                self._in_region = True
                 return in_region
         sizes = np.fromiter(map(len, items), np.int64, len(items))
         ends = (np.cumsum(sizes) + _HEADER).tolist()
@@ -310,18 +342,3 @@ def _travels_by_value(tensor: torch.Tensor) -> bool:
         and not tensor.is_neg()
         and tensor.numel() * tensor.element_size() <= SMALL_TENSOR_BYTES
     )
-
-
-def widen_result_pipe(iterator: Any, size: int = RESULT_PIPE_BYTES) -> int:
-    """Let the pipe that carries workers' batches to the main process hold ``size`` bytes; its new size
-    in bytes, or 0 where it cannot be changed (not Linux, no such pipe, or the system's limits).
-
-    A pipe holds 64 KiB by default, so a batch of 256 x 1 KiB samples (a 262 KB pickle, below
-    ``SHARED_BYTES_MIN``) crosses it in at least four rounds of a blocked write in the worker and a read
-    in the main process, each a pair of context switches. In one write it arrives about 1.3x faster.
-    """
-    queue = getattr(iterator, "_worker_result_queue", None)
-    reader = getattr(queue, "_reader", None)
-    if reader is None or not hasattr(reader, "fileno"):
-        return 0
-    return set_pipe_size(reader.fileno(), size)

@@ -20,15 +20,17 @@ from torch.utils.data import IterableDataset
 from stream_plugin import StreamingDataLoader, StreamingDataset
 from stream_plugin.reading import dataset as dataset_module
 from stream_plugin.reading import transport
+from stream_plugin.reading.torch_internals import make_iterator
+from stream_plugin.reading.torch_internals.iterators import widen_result_pipe
+from stream_plugin.reading.torch_internals.worker_pipes import RESULT_PIPE_BYTES, PipedWorkersIterator
 from stream_plugin.reading.transport import (
-    RESULT_PIPE_BYTES,
     SHARED_BYTES_MIN,
     SMALL_TENSOR_BYTES,
+    BytesInRegion,
     PackedCollate,
+    RegionBatch,
     SharedRegion,
-    widen_result_pipe,
 )
-from stream_plugin.reading.worker_pipes import PipedWorkersIterator
 
 _NEEDS_MEMFD = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memfd_create is Linux's")
 
@@ -123,21 +125,39 @@ def test_large_batches_from_forked_workers_travel_through_the_loaders_shared_reg
     loader = StreamingDataLoader(
         _Payloads(count=40, size=size), batch_size=4, num_workers=2, multiprocessing_context="fork"
     )
-    before = set(transport._REGIONS)
-    iterator = iter(loader)
+    iterator = make_iterator(loader)
+    region = iterator.region  # this iterator's own
+    assert isinstance(region, SharedRegion) and loader.collate_fn.region is None
     received = {}
     for _ in range(40 // 4):  # every batch, without ending the pass yet
         batch = next(iterator)
         received.update(zip(batch["id"].tolist(), batch["data"]))
     assert sorted(received) == list(range(40))
     assert all(data == _payload(index, size + index % 7) for index, data in received.items())
-    (token,) = set(transport._REGIONS) - before  # one region, for this iterator
     # Its slots still hold the last batches the workers wrote there.
-    assert sum(transport._REGIONS[token].find(data) >= 0 for data in received.values()) >= 4
+    assert sum(region.memory.find(data) >= 0 for data in received.values()) >= 4
     assert next(iterator, None) is None
-    del iterator, batch
+    other = make_iterator(loader)
+    assert other.region is not None and other.region is not region  # a region per iterator
+    del iterator, batch, other
     gc.collect()
-    assert set(transport._REGIONS) == before  # gone with its iterator
+    assert region.memory.closed  # gone with its iterator
+
+
+@pytest.mark.skipif(
+    not SharedRegion.available(multiprocessing.get_context("fork")), reason="needs fork and memfd"
+)
+def test_torchs_iterator_with_forked_workers_gets_a_region_too() -> None:
+    size = SHARED_BYTES_MIN // 4
+    # in_order=False keeps torch's iterator (the pipes serve torch's in-order round robin only).
+    loader = StreamingDataLoader(
+        _Payloads(count=16, size=size), batch_size=4, num_workers=2, multiprocessing_context="fork", in_order=False
+    )
+    iterator = make_iterator(loader)
+    assert not isinstance(iterator, PipedWorkersIterator) and isinstance(iterator.region, SharedRegion)
+    received = {index: data for batch in iterator for index, data in zip(batch["id"].tolist(), batch["data"])}
+    assert received == {index: _payload(index, size + index % 7) for index in range(16)}
+    assert sum(iterator.region.memory.find(data) >= 0 for data in received.values()) >= 4
 
 
 @_NEEDS_MEMFD
@@ -168,6 +188,11 @@ def test_a_spawned_worker_gets_no_region() -> None:
         packer.region.close()
 
 
+def _received(region: SharedRegion, packed: Any) -> Any:
+    """What the iterator that owns ``region`` hands over for a batch its worker packed as ``packed``."""
+    return region.receive(_roundtrip(RegionBatch(packed)))
+
+
 @_NEEDS_MEMFD
 def test_region_slots_are_reused_only_after_the_main_process_copied_them_out() -> None:
     region = SharedRegion(workers=2, slots=2, slot_bytes=4096)
@@ -178,17 +203,29 @@ def test_region_slots_are_reused_only_after_the_main_process_copied_them_out() -
         assert region.put(0, items, 10) is None  # both of worker 0's slots are still being read
         other = region.put(1, [b"w1"], 2)  # worker 1 has slots of its own
         assert other is not None and other.ends[0] >= 2 * 4096
-        assert _roundtrip(first) == items  # the main process copies the items out: the slot is free
+        assert _received(region, first) == items  # the main process copies the items out: the slot is free
         again = region.put(0, [b"again"], 5)
         assert again is not None and again.ends[0] == first.ends[0]
-        assert _roundtrip(second) == items and _roundtrip(other) == [b"w1"]
+        assert _received(region, second) == items and _received(region, other) == [b"w1"]
         assert region.put(1, [b"x" * 4096], 4096) is None  # larger than a slot: another path takes it
     finally:
         region.close()
-    with pytest.raises(
-        RuntimeError, match="expected the shared memory .* of a live StreamingDataLoader iterator"
-    ):
-        _roundtrip(again)
+
+
+@_NEEDS_MEMFD
+def test_a_region_batch_is_copied_out_through_every_container_the_packer_descends_into() -> None:
+    region = SharedRegion(workers=1, slots=4, slot_bytes=4096)
+    try:
+        items = [[b"a" * 10, b"b" * 20], [b"c" * 30], [b"d"]]
+        marks = [region.put(0, part, sum(map(len, part))) for part in items]
+        packed = {"data": marks[0], "pair": (marks[1], torch.ones(2)), "lists": [marks[2]], "n": 3}
+        found = _received(region, packed)
+        _assert_same(found, {"data": items[0], "pair": (items[1], torch.ones(2)), "lists": [items[2]], "n": 3})
+        plain = {"data": [b"x"]}
+        assert region.receive(plain) is plain  # a batch with nothing in the region is left as it is
+        assert isinstance(_roundtrip(marks[0]), BytesInRegion)  # only the region's owner reads its items
+    finally:
+        region.close()
 
 
 def test_small_tensor_travels_by_value_inside_the_pickle() -> None:
@@ -311,7 +348,7 @@ def test_the_workers_result_pipe_holds_a_whole_batch(remote_1k: Path, path: str)
     loader = StreamingDataLoader(
         StreamingDataset(local=str(remote_1k), batch_size=100), batch_size=100, num_workers=1, **options
     )
-    iterator = loader._get_iterator()
+    iterator = make_iterator(loader)
     try:
         if path == "pipes":
             assert isinstance(iterator, PipedWorkersIterator)

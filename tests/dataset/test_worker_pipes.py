@@ -1,8 +1,11 @@
-"""Forked workers of an iterable dataset hand their batches over through pipes (``reading.worker_pipes``),
-with torch's behaviour: order, seeds, errors, timeouts, persistent workers, prefetch and shutdown."""
+"""Forked workers of an iterable dataset hand their batches over through pipes
+(``reading.torch_internals.worker_pipes``), with torch's behaviour: order, seeds, errors, timeouts,
+persistent workers, prefetch and shutdown; the gate in front of them (``torch_internals.gate``): the
+torch versions checked, the worker loop's shape, and the user's way back to torch's own iterator."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import random
@@ -19,9 +22,22 @@ import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 from stream_plugin import StreamingDataLoader
-from stream_plugin.reading.worker_pipes import RECEIVE_BUFFER_BYTES, PipedWorkersIterator, pipes_fit
+from stream_plugin.reading.torch_internals import (
+    CHECKED_TORCH_VERSIONS,
+    TORCH_ITERATOR_VARIABLE,
+    gate,
+    make_iterator,
+    torch_iterator_reason,
+)
+from stream_plugin.reading.torch_internals import worker_pipes as pipes_module
+from stream_plugin.reading.torch_internals.worker_pipes import (
+    RECEIVE_BUFFER_BYTES,
+    PipedWorkersIterator,
+    pipes_fit,
+)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the pipes serve forked workers")
 
@@ -114,7 +130,7 @@ def test_forked_workers_of_an_iterable_dataset_use_pipes() -> None:
     pinned = StreamingDataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2, pin_memory=True)
     assert kind(pinned) == (not torch.accelerator.is_available())  # torch pins nothing without one
     assert not kind(StreamingDataLoader(_Squares(), batch_size=2, num_workers=2))  # map-style
-    iterator = iter(StreamingDataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2)._get_iterator())
+    iterator = iter(make_iterator(StreamingDataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2)))
     assert isinstance(iterator, PipedWorkersIterator)
     iterator._shutdown_workers()
 
@@ -188,7 +204,7 @@ def test_a_loader_timeout_stops_the_wait() -> None:
 def test_a_worker_prefetches_prefetch_factor_batches() -> None:
     produced = multiprocessing.get_context("fork").Value("i", 0)
     loader = StreamingDataLoader(_Counted(produced), batch_size=4, num_workers=1, prefetch_factor=3)
-    iterator = loader._get_iterator()
+    iterator = make_iterator(loader)
     try:
         time.sleep(1.0)
         assert produced.value == 3 * 4  # three batches ahead, as torch allows, and no more
@@ -224,7 +240,7 @@ def test_persistent_workers_serve_every_pass_in_torchs_order() -> None:
 
 
 def test_leaving_a_pass_early_stops_its_workers() -> None:
-    iterator = StreamingDataLoader(_Uneven([10_000, 10_000]), batch_size=2, num_workers=2)._get_iterator()
+    iterator = make_iterator(StreamingDataLoader(_Uneven([10_000, 10_000]), batch_size=2, num_workers=2))
     next(iterator)
     workers = list(iterator._workers)
     descriptors = [receiver.fd for receiver in iterator._receivers] + list(iterator._controls)
@@ -244,8 +260,9 @@ def test_workers_exit_when_the_main_process_dies(tmp_path: Path) -> None:
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_worker_pipes import _Uneven
         from stream_plugin import StreamingDataLoader
+        from stream_plugin.reading.torch_internals import make_iterator
 
-        iterator = StreamingDataLoader(_Uneven([10**6, 10**6]), batch_size=2, num_workers=2)._get_iterator()
+        iterator = make_iterator(StreamingDataLoader(_Uneven([10**6, 10**6]), batch_size=2, num_workers=2))
         next(iterator)
         print(*(worker.pid for worker in iterator._workers), flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -271,9 +288,9 @@ def _running(pid: int) -> bool:
     return state != "Z"  # a zombie has exited (its parent, gone, cannot reap it)
 
 
-def test_a_torch_worker_loop_of_unknown_shape_keeps_torchs_iterator(monkeypatch: pytest.MonkeyPatch) -> None:
-    from stream_plugin.reading import worker_pipes
-
+def test_a_torch_worker_loop_of_unknown_shape_keeps_torchs_iterator(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def holder_loop(  # torch 2.14's shape: the dataset in a list the worker empties
         dataset_kind, dataset_holder, index_queue, data_queue, done_event, auto_collation, collate_fn,
         drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers, shared_seed,
@@ -282,14 +299,81 @@ def test_a_torch_worker_loop_of_unknown_shape_keeps_torchs_iterator(monkeypatch:
     def other_loop(dataset_kind, dataset, index_queue, data_queue, done_event) -> None: ...
 
     loader = StreamingDataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2)
-    monkeypatch.setattr(worker_pipes.torch_worker, "_worker_loop", holder_loop)
-    assert worker_pipes._worker_loop_dataset_parameter() == "dataset_holder"
-    assert pipes_fit(loader)
-    monkeypatch.setattr(worker_pipes.torch_worker, "_worker_loop", other_loop)
-    assert worker_pipes._worker_loop_dataset_parameter() is None
-    assert not pipes_fit(loader)
+    monkeypatch.setattr(pipes_module.torch_worker, "_worker_loop", holder_loop)
+    assert pipes_module.worker_loop_dataset_parameter() == "dataset_holder"
+    assert torch_iterator_reason(loader) is None
+    monkeypatch.setattr(pipes_module.torch_worker, "_worker_loop", other_loop)
+    assert pipes_module.worker_loop_dataset_parameter() is None
     monkeypatch.undo()
-    assert worker_pipes._worker_loop_dataset_parameter() in ("dataset", "dataset_holder")
+    # A shape not recognised (torch's real loop kept, so that torch's iterator can run it):
+    monkeypatch.setattr(gate, "worker_loop_dataset_parameter", lambda: None)
+    gate._warn_once.cache_clear()
+    with caplog.at_level(logging.WARNING, logger=gate.__name__):
+        reason = torch_iterator_reason(loader)
+        assert reason is not None and "found another shape" in reason and TORCH_ITERATOR_VARIABLE in reason
+        iterator = make_iterator(loader)
+        assert type(iterator) is _MultiProcessingDataLoaderIter  # torch's own
+        assert _as_lists(iterator) == _as_lists(DataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2))
+    assert [record.getMessage() for record in caplog.records] == [reason]  # said once
+    monkeypatch.undo()
+    gate._warn_once.cache_clear()
+    assert pipes_module.worker_loop_dataset_parameter() in ("dataset", "dataset_holder")
+
+
+def test_the_running_torch_is_one_the_fast_path_was_checked_with() -> None:
+    assert gate.torch_release() in CHECKED_TORCH_VERSIONS
+    loader = StreamingDataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2)
+    assert torch_iterator_reason(loader, environ={}) is None
+    iterator = make_iterator(loader)
+    assert isinstance(iterator, PipedWorkersIterator)
+    assert _as_lists(iterator) == _as_lists(DataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2))
+
+
+def test_an_unchecked_torch_keeps_torchs_iterator_and_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(torch, "__version__", "2.99.0+cpu")
+    gate._warn_once.cache_clear()
+    loader = StreamingDataLoader(_Uneven([4, 4]), batch_size=2, num_workers=2)
+    with caplog.at_level(logging.WARNING, logger=gate.__name__):
+        first, second = make_iterator(loader), make_iterator(loader)
+    assert type(first) is _MultiProcessingDataLoaderIter and type(second) is _MultiProcessingDataLoaderIter
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "found torch 2.99.0" in message and "2.13.0" in message
+    assert "torch_iterator=True" in message and f"{TORCH_ITERATOR_VARIABLE}=1" in message
+    del first, second
+    gate._warn_once.cache_clear()
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_the_user_can_choose_torchs_own_iterator(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _as_lists(DataLoader(_Uneven([5, 3]), batch_size=2, num_workers=2))
+    chosen = {"torch_iterator": True} if how == "argument" else {}
+    if how == "environment":
+        monkeypatch.setenv(TORCH_ITERATOR_VARIABLE, "1")
+    loader = StreamingDataLoader(_Uneven([5, 3]), batch_size=2, num_workers=2, **chosen)
+    assert torch_iterator_reason(loader) is not None
+    assert type(make_iterator(loader)) is _MultiProcessingDataLoaderIter
+    assert _as_lists(loader) == expected
+    # The other way: the default, or the variable at 0, takes the pipes again.
+    if how == "environment":
+        monkeypatch.setenv(TORCH_ITERATOR_VARIABLE, "0")
+    back = StreamingDataLoader(_Uneven([5, 3]), batch_size=2, num_workers=2, torch_iterator=False)
+    assert torch_iterator_reason(back) is None
+    assert isinstance(make_iterator(back), PipedWorkersIterator)
+    assert _as_lists(back) == expected
+
+
+def test_torchs_own_iterator_serves_persistent_workers_and_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    options: dict[str, Any] = {"batch_size": 2, "num_workers": 2, "persistent_workers": True}
+    expected = [_as_lists(DataLoader(_Uneven([3, 4]), **options))] * 2
+    loader = StreamingDataLoader(_Uneven([3, 4]), torch_iterator=True, **options)
+    assert [_as_lists(loader), _as_lists(loader)] == expected
+    iterator = loader._iterator
+    assert type(iterator) is _MultiProcessingDataLoaderIter  # one iterator, its workers kept
+    loader._restart_workers()
+    assert loader._iterator is None and not any(worker.is_alive() for worker in iterator._workers)
 
 
 def test_a_huge_prefetch_factor_does_not_block_the_main_process() -> None:
@@ -307,12 +391,12 @@ def test_a_huge_prefetch_factor_does_not_block_the_main_process() -> None:
 
 
 def test_an_iterator_whose_workers_were_shut_down_says_so() -> None:
-    iterator = StreamingDataLoader(_Uneven([100, 100]), batch_size=2, num_workers=2)._get_iterator()
+    iterator = make_iterator(StreamingDataLoader(_Uneven([100, 100]), batch_size=2, num_workers=2))
     next(iterator)
     iterator._shutdown_workers()
     with pytest.raises(RuntimeError, match="found them shut down mid-pass"):
         next(iterator)
-    ended = StreamingDataLoader(_Uneven([2, 2]), batch_size=2, num_workers=2)._get_iterator()
+    ended = make_iterator(StreamingDataLoader(_Uneven([2, 2]), batch_size=2, num_workers=2))
     assert len(list(ended)) == 2
     with pytest.raises(StopIteration):  # an exhausted iterator stays exhausted
         next(ended)

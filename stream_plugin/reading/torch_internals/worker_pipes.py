@@ -19,15 +19,15 @@ The workers run torch's own worker loop (``torch.utils.data._utils.worker._worke
 pipes, so seeds, ``get_worker_info()``, ``worker_init_fn``, errors raised in a worker, persistent
 workers and the end of an iterable are torch's. Where a loader cannot take this path (workers not
 forked, a map-style dataset, ``pin_memory`` with an accelerator present, since torch pins in a thread
-of its own, ``in_order=False``, or a torch whose worker loop differs), ``pipes_fit`` says so and the
-loader keeps torch's iterator.
+of its own, or ``in_order=False``), ``pipes_fit`` says so and the loader keeps torch's iterator; a torch
+whose worker loop has another shape (``worker_loop_dataset_parameter``) is refused by the gate
+(``torch_internals.gate``) before this module is asked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import multiprocessing
 import os
 import queue
 import select
@@ -44,6 +44,8 @@ from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL, signal_handling
 from torch.utils.data._utils import worker as torch_worker
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 from torch.utils.data.datapipes.datapipe import IterDataPipe
+
+from stream_plugin.reading.transport import SharedRegion, forks_workers
 
 RESULT_PIPE_BYTES = 1 << 20  # a worker's result pipe holds a whole pickled batch (Linux's default cap)
 RECEIVE_BUFFER_BYTES = 1 << 20  # what the main process reads from a result pipe at once
@@ -75,16 +77,6 @@ _WORKER_LOOP_PARAMETERS = (
 )
 
 
-def forks_workers(context: Any) -> bool:
-    """Whether a loader with this ``multiprocessing_context`` forks its workers (so they inherit what
-    the main process made before starting them)."""
-    if context is not None:
-        return bool(context.get_start_method() == "fork")
-    # Not get_start_method(): asked before any is set, it would set the default for good.
-    method = multiprocessing.get_start_method(allow_none=True)
-    return (method or multiprocessing.get_all_start_methods()[0]) == "fork"
-
-
 def set_pipe_size(fd: int, size: int) -> int:
     """Let the pipe behind ``fd`` hold ``size`` bytes (capped by the system's limit); its new size, or
     0 where it cannot be changed (not Linux, or over the user's pipe quota)."""
@@ -104,14 +96,13 @@ def pipes_fit(loader: Any) -> bool:
         and loader._dataset_kind == _DatasetKind.Iterable
         and isinstance(loader.dataset, IterableDataset)
         and not isinstance(loader.dataset, IterDataPipe)
-        and not _pins_memory(loader)
+        and not pins_memory(loader)
         and getattr(loader, "in_order", True)
         and forks_workers(loader.multiprocessing_context)
-        and _worker_loop_dataset_parameter() is not None
     )
 
 
-def _pins_memory(loader: Any) -> bool:
+def pins_memory(loader: Any) -> bool:
     """Whether torch's iterator would pin batches (a thread of its own does): ``pin_memory`` with an
     accelerator present. Without one torch pins nothing, and neither do the pipes."""
     if not loader.pin_memory:
@@ -120,7 +111,7 @@ def _pins_memory(loader: Any) -> bool:
     return bool(accelerator.is_available() if accelerator is not None else torch.cuda.is_available())
 
 
-def _worker_loop_dataset_parameter() -> str | None:
+def worker_loop_dataset_parameter() -> str | None:
     """How torch's worker loop takes the dataset ("dataset" or "dataset_holder"); None if its
     parameters are not the ones this module knows."""
     parameters = list(inspect.signature(torch_worker._worker_loop).parameters)
@@ -283,14 +274,19 @@ class _Receiver:
 
 
 class PipedWorkersIterator(_BaseDataLoaderIter):
-    """torch's multiprocessing iterator for an iterable dataset, with a pipe per worker each way."""
+    """torch's multiprocessing iterator for an iterable dataset, with a pipe per worker each way.
+
+    ``region``: the shared memory its workers were forked with (``transport.SharedRegion``), from which
+    it copies out the parts of a batch they wrote there; None if they have none.
+    """
 
     # Until __init__ starts workers, there is nothing to shut down (__del__ runs after a failed __init__).
     _shutdown = True
     _workers: list[Any] = []  # noqa: RUF012 (never mutated: each iterator sets its own list)
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Any, region: SharedRegion | None = None) -> None:
         super().__init__(loader)
+        self.region = region
         self._prefetch_factor = loader.prefetch_factor or 2
         context = loader.multiprocessing_context or torch.multiprocessing
         index = next(iter(self._index_sampler))  # the same for every task of an iterable dataset
@@ -300,7 +296,7 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
         self._receivers: list[_Receiver] = []
         self._controls: list[int] = []
         self._shutdown = False
-        holds_dataset = _worker_loop_dataset_parameter() == "dataset_holder"
+        holds_dataset = worker_loop_dataset_parameter() == "dataset_holder"
         pipes = [(os.pipe(), os.pipe()) for _ in range(self._num_workers)]  # (result, control) each
         every_fd = [fd for result, control in pipes for fd in (*result, *control)]
         try:
@@ -383,7 +379,7 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
             self._send(worker_id, _CREDIT)
             if isinstance(data, ExceptionWrapper):
                 data.reraise()
-            return data
+            return data if self.region is None else self.region.receive(data)
 
     def _send(self, worker_id: int, message: bytes) -> None:
         with contextlib.suppress(BrokenPipeError):  # the worker is gone; receiving from it says how
@@ -437,4 +433,10 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
         self._shutdown_workers()
 
 
-__all__ = ["PipedWorkersIterator", "forks_workers", "pipes_fit", "set_pipe_size"]
+__all__ = [
+    "PipedWorkersIterator",
+    "pins_memory",
+    "pipes_fit",
+    "set_pipe_size",
+    "worker_loop_dataset_parameter",
+]
