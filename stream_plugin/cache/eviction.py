@@ -181,7 +181,7 @@ class Evictor:
         """Evict idle shards (the policy's order) until usage is within the limit; return bytes freed."""
         with locked(self._control.eviction_lock):
             reserved = self._live_reservations()
-            usage = self._usage(shards, reserved)
+            usage = self._usage(self._bytes_present(shards), reserved)
             return self._evict(usage - self._limit, shards, skip=set(reserved))
 
     def evict_now(self, shards: Sequence[ShardEntry]) -> int:
@@ -205,16 +205,19 @@ class Evictor:
         reserved: dict[str, int],
         keep_before: int | None = None,
     ) -> bool:
-        if keep_before is not None and (
-            not self._within_reach(keep_before) or self._missing_before(shards, skip, keep_before)
-        ):
+        if keep_before is not None and not self._within_reach(keep_before):
             return False
-        excess = self._usage(shards, reserved) + need - self._limit
+        present = self._bytes_present(shards)
+        if keep_before is not None and self._missing_before(shards, present, skip, keep_before):
+            return False
+        excess = self._usage(present, reserved) + need - self._limit
         if excess <= 0:
             return True
         return self._evict(excess, shards, skip=skip, keep_before=keep_before) >= excess
 
-    def _missing_before(self, shards: Sequence[ShardEntry], skip: set[str], time: int) -> bool:
+    def _missing_before(
+        self, shards: Sequence[ShardEntry], present: dict[str, int], skip: set[str], time: int
+    ) -> bool:
         """Whether the node reads, before ``time``, a shard that is neither cached nor downloading.
 
         A download ahead waits for those first: downloading in the order the node needs the shards is
@@ -224,17 +227,21 @@ class Evictor:
         missing = [
             entry
             for entry in shards
-            if entry.raw_data.basename not in skip and bytes_present(self._local, entry) == 0
+            if not present[entry.raw_data.basename] and entry.raw_data.basename not in skip
         ]
         uses = self._next_uses(missing) if missing else None
         return uses is not None and bool((uses < time).any())
 
-    def _usage(self, shards: Sequence[ShardEntry], reserved: dict[str, int]) -> int:
-        present = {entry.raw_data.basename: bytes_present(self._local, entry) for entry in shards}
+    def _bytes_present(self, shards: Sequence[ShardEntry]) -> dict[str, int]:
+        """Raw basename -> bytes of that shard's files in the folder now, for every shard."""
+        return {entry.raw_data.basename: bytes_present(self._local, entry) for entry in shards}
+
+    def _usage(self, present: dict[str, int], reserved: dict[str, int]) -> int:
+        counted = dict(present)
         # A download places its files before it drops its reservation: count those bytes once.
         for name, size in reserved.items():
-            present[name] = max(present.get(name, 0), size)
-        return sum(present.values())
+            counted[name] = max(counted.get(name, 0), size)
+        return sum(counted.values())
 
     def _evict(
         self, excess: int, shards: Sequence[ShardEntry], *, skip: set[str], keep_before: int | None = None
