@@ -183,16 +183,14 @@ class Prefetcher:
     def _retry_deferred(self) -> None:
         """Submit again the shards whose download ahead waited, as many as there are threads, in the
         order the window needs them; the rest wait for the next move."""
-        waiting = [shard for shard in self._deferred.copy() if self._futures.get(shard) is not None]
-        self._deferred.difference_update(waiting)
-        if not waiting:
-            return
+        deferred = self._deferred.copy()
+        self._deferred.difference_update(deferred)
+        waiting = {shard for shard in deferred if shard in self._futures}  # not forgotten since
         window = self._upcoming[self._position : self._scheduled_until].tolist()
-        first_needed = {shard: None for shard in window if shard in waiting}
-        retry = list(first_needed)[: self._threads]
+        retry = list(dict.fromkeys(shard for shard in window if shard in waiting))[: self._threads]
         for shard in retry:
             self._futures[shard] = self._executor.submit(self._ahead, shard)
-        self._deferred.update(set(waiting) - set(retry))
+        self._deferred.update(waiting.difference(retry))
 
     def _forget_before(self, position: int) -> None:
         """Drop finished downloads no sample from ``position`` on needs: a later need re-checks the cache."""
