@@ -91,8 +91,9 @@ class _TorchIteratorWithRegion(_MultiProcessingDataLoaderIter):
         self.region = region
         super().__init__(loader)
 
-    def _next_data(self) -> Any:
-        return self.region.receive(super()._next_data())
+    def _process_data(self, data: Any, worker_idx: int) -> Any:
+        # Copied out before torch sends the worker its next task.
+        return super()._process_data(self.region.receive(data), worker_idx)
 
 
 def widen_result_pipe(iterator: Any, size: int = RESULT_PIPE_BYTES) -> int:

@@ -376,10 +376,12 @@ class PipedWorkersIterator(_BaseDataLoaderIter):
                 if not self._persistent_workers:
                     self._send(worker_id, _FINAL)
                 continue
+            if self.region is not None:  # copied out before the worker may start its next batch
+                data = self.region.receive(data)
             self._send(worker_id, _CREDIT)
             if isinstance(data, ExceptionWrapper):
                 data.reraise()
-            return data if self.region is None else self.region.receive(data)
+            return data
 
     def _send(self, worker_id: int, message: bytes) -> None:
         with contextlib.suppress(BrokenPipeError):  # the worker is gone; receiving from it says how
