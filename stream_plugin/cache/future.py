@@ -11,7 +11,7 @@ Between the first and last read of a pass a shard counts as in use: its next use
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -65,21 +65,15 @@ class NodeFuture:
     ) -> NodeFuture:
         """The spans of ``passes``: each an iterable of pieces ``(times (n,), shard ids (n,))`` of the
         node's reads. Only (num_shards,) arrays are kept, whatever the length of the passes."""
-        firsts: list[np.ndarray] = []
-        lasts: list[np.ndarray] = []
-        for pieces in passes:
-            first = np.full(num_shards, NEVER, dtype=np.int64)  # (num_shards,)
-            last = np.full(num_shards, -1, dtype=np.int64)  # (num_shards,)
-            for times, shards in pieces:
-                np.minimum.at(first, shards, times)
-                np.maximum.at(last, shards, times)
-            last[first == NEVER] = NEVER
-            firsts.append(first)
-            lasts.append(last)
-        if not firsts:
+        return cls.of_spans(num_shards, [read_spans(num_shards, pieces) for pieces in passes])
+
+    @classmethod
+    def of_spans(cls, num_shards: int, spans: Sequence[tuple[np.ndarray, np.ndarray]]) -> NodeFuture:
+        """The future of passes given as ``(first, last)`` pairs (``read_spans``), earliest first."""
+        if not spans:
             empty = np.zeros((0, num_shards), dtype=np.int64)
             return cls(empty, empty.copy())
-        return cls(np.stack(firsts), np.stack(lasts))
+        return cls(np.stack([first for first, _ in spans]), np.stack([last for _, last in spans]))
 
     def next_use(self, shards: np.ndarray, now: int) -> np.ndarray:
         """When the node next reads each of ``shards`` (int ids, (k,)) from time ``now`` on: ``now`` for a
@@ -93,4 +87,23 @@ class NodeFuture:
         return result
 
 
-__all__ = ["EVICTION_POLICIES", "NEVER", "EvictionPolicy", "NodeFuture", "check_eviction"]
+def read_spans(num_shards: int, pieces: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, last)`` read time of each shard in one pass given as pieces ``(times (n,), shard ids
+    (n,))``: int64 (num_shards,) each, ``NEVER`` for a shard the pass does not read."""
+    first = np.full(num_shards, NEVER, dtype=np.int64)  # (num_shards,)
+    last = np.full(num_shards, -1, dtype=np.int64)  # (num_shards,)
+    for times, shards in pieces:
+        np.minimum.at(first, shards, times)
+        np.maximum.at(last, shards, times)
+    last[first == NEVER] = NEVER
+    return first, last
+
+
+def shifted(spans: tuple[np.ndarray, np.ndarray], by: int) -> tuple[np.ndarray, np.ndarray]:
+    """``spans`` (``read_spans``) ``by`` later on the clock; ``NEVER`` stays ``NEVER``."""
+    first, last = spans
+    read = first != NEVER
+    return np.where(read, first + by, NEVER), np.where(read, last + by, NEVER)
+
+
+__all__ = ["EVICTION_POLICIES", "NEVER", "EvictionPolicy", "NodeFuture", "check_eviction", "read_spans", "shifted"]

@@ -45,7 +45,7 @@ from stream_plugin.reading.dataset_compat import (
 from stream_plugin.reading.epochs import EpochPlanner
 from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.iteration import PerSample, chain_blocks, sample_blocks
-from stream_plugin.reading.node_forecast import NodeClock, PieceClock, node_forecast
+from stream_plugin.reading.node_forecast import NodeClock, NodeForecaster, PieceClock
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.sample_access import select_samples
 from stream_plugin.reading.shard_access import ShardAccess
@@ -228,6 +228,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self.transform = transform
         # Process-local; rebuilt lazily after pickling.
         self._access: ShardAccess | None = None
+        self._forecaster: NodeForecaster | None = None
         # [sample id, read, offset] of the sample the iteration is fetching through an overridden
         # get_item, so that super().get_item(sample_id) reads it without looking it up again.
         self._next_read: list[Any] = [None, None, 0]
@@ -236,6 +237,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_access"] = None
+        state["_forecaster"] = None
         state["_stores"] = None
         state["_next_read"] = [None, None, 0]
         return state
@@ -637,8 +639,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
         access = self._shard_access()
         if not access.follows_future:
             return None
-        forecast = node_forecast(
-            self._planner,
+        if self._forecaster is None:
+            self._forecaster = NodeForecaster(self._planner, self._table.locate, access.num_shards)
+        forecast = self._forecaster.forecast(
             plan,
             topology,
             device_batch_size=self._device_batch_size(),
@@ -646,8 +649,6 @@ class StreamingDataset(MosaicNames, IterableDataset):
             rows_per_epoch=-(-self.samples_in_epoch(plan.epoch_batch_size) // plan.epoch_batch_size),
             drop_last=self.drop_last,
             batching_method=self.batching_method,
-            locate=self._table.locate,
-            num_shards=access.num_shards,
         )
         if forecast is None:
             access.expect(None, reach=0)

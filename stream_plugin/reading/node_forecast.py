@@ -16,18 +16,20 @@ behind its own reads.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from stream_plugin.cache.future import NodeFuture
+from stream_plugin.cache.future import NodeFuture, read_spans, shifted
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.cursor import IterationPlan
 from stream_plugin.reading.epochs import EpochPlanner
 
 Locate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # sample ids -> (shard ids, offsets)
+_KEEP_PASSES = 3  # spans kept per process: this pass, the next epoch, and one spare
 
 
 @dataclass(frozen=True)
@@ -82,67 +84,100 @@ class PieceClock:
         return self.clock.device_batch_size
 
 
-def node_forecast(
-    planner: EpochPlanner,
-    plan: IterationPlan,
-    topology: Topology,
-    *,
-    device_batch_size: int,
-    global_batch_size: int,
-    rows_per_epoch: int,
-    drop_last: bool,
-    batching_method: str,
-    locate: Locate,
-    num_shards: int,
-    epochs_ahead: int = 1,
-) -> tuple[NodeFuture, NodeClock] | None:
-    """The node's reads of ``plan``'s pass and of the ``epochs_ahead`` epochs after it, as a
-    ``NodeFuture``, with this reader's clock; None where the node's band of columns is not one rank's
-    share (ranks replicated across nodes, or ``device_per_stream`` batching)."""
-    ranks_per_node = topology.ranks_per_node
-    if ranks_per_node % topology.replication or batching_method == "device_per_stream":
-        return None
-    ranks = ranks_per_node // topology.replication
-    width = ranks * device_batch_size
-    if width * topology.num_nodes != global_batch_size or plan.epoch_batch_size % topology.num_nodes:
-        return None
-    node = Topology(num_nodes=topology.num_nodes, rank=topology.node)  # one rank per node: the node's band
-    clock = NodeClock(
-        start_row=plan.start // plan.epoch_batch_size,
-        worker=topology.worker,
-        num_workers=topology.num_workers,
-        device_batch_size=device_batch_size,
-        ranks=ranks,
-        slot=topology.local_rank // topology.replication,
-    )
+class NodeForecaster:
+    """Plans the node's future for each pass this process reads (see the module docstring).
 
-    def pieces(epoch: int, consumed: int, epoch_batch_size: int, shift: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        reads = planner.rank_batch_pieces(
+    It keeps the spans of the last passes it planned: the epoch after a pass, planned with it, is the
+    next pass's own, so a persistent worker plans each epoch once.
+    """
+
+    def __init__(self, planner: EpochPlanner, locate: Locate, num_shards: int) -> None:
+        self._planner = planner
+        self._locate = locate
+        self._num_shards = num_shards
+        self._spans: OrderedDict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+    def forecast(
+        self,
+        plan: IterationPlan,
+        topology: Topology,
+        *,
+        device_batch_size: int,
+        global_batch_size: int,
+        rows_per_epoch: int,
+        drop_last: bool,
+        batching_method: str,
+        epochs_ahead: int = 1,
+    ) -> tuple[NodeFuture, NodeClock] | None:
+        """The node's reads of ``plan``'s pass and of the ``epochs_ahead`` epochs after it, as a
+        ``NodeFuture``, with this reader's clock; None where the node's band of columns is not one
+        rank's share (ranks replicated across nodes, or ``device_per_stream`` batching)."""
+        ranks_per_node = topology.ranks_per_node
+        if ranks_per_node % topology.replication or batching_method == "device_per_stream":
+            return None
+        ranks = ranks_per_node // topology.replication
+        width = ranks * device_batch_size
+        if width * topology.num_nodes != global_batch_size or plan.epoch_batch_size % topology.num_nodes:
+            return None
+        clock = NodeClock(
+            start_row=plan.start // plan.epoch_batch_size,
+            worker=topology.worker,
+            num_workers=topology.num_workers,
+            device_batch_size=device_batch_size,
+            ranks=ranks,
+            slot=topology.local_rank // topology.replication,
+        )
+        node = Topology(num_nodes=topology.num_nodes, rank=topology.node)  # one rank per node: its band
+        passes = [(plan.epoch, plan.start, plan.epoch_batch_size)]
+        passes += [(plan.epoch + ahead, 0, global_batch_size) for ahead in range(1, epochs_ahead + 1)]
+        try:
+            spans = [
+                shifted(self._pass_spans(node, clock, plan, drop_last, *one_pass), ahead * rows_per_epoch * width)
+                for ahead, one_pass in enumerate(passes)
+            ]
+        except ConfigError:
+            return None  # a batching the node's band cannot be planned with: evict least recently used
+        return NodeFuture.of_spans(self._num_shards, spans), clock
+
+    def _pass_spans(
+        self,
+        node: Topology,
+        clock: NodeClock,
+        plan: IterationPlan,
+        drop_last: bool,
+        epoch: int,
+        consumed: int,
+        epoch_batch_size: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each shard's first and last read of the node in one pass, on the clock of its epoch."""
+        global_batch_size = clock.width * node.num_nodes
+        key = (epoch, consumed, epoch_batch_size, global_batch_size, plan.num_canonical_nodes, node.rank, drop_last)
+        found = self._spans.get(key)
+        if found is not None:
+            return found
+        reads = self._planner.rank_batch_pieces(
             epoch,
             epoch_batch_size=epoch_batch_size,
             num_canonical_nodes=plan.num_canonical_nodes,
-            device_batch_size=epoch_batch_size // topology.num_nodes,
+            device_batch_size=epoch_batch_size // node.num_nodes,
             consumed=consumed,
             global_batch_size=global_batch_size,
             topology=node,
             drop_last=drop_last,
         )
-        first = 0
-        for sample_ids in reads:  # (n,) the node's reads, row-major over its columns
-            shards, _ = locate(sample_ids)
-            yield clock.read_times(first, len(sample_ids)) + shift, shards
-            first += len(sample_ids)
+        pass_clock = replace(clock, start_row=consumed // epoch_batch_size)
 
-    epoch_span = rows_per_epoch * width
-    passes = [pieces(plan.epoch, plan.start, plan.epoch_batch_size, 0)]
-    passes += [
-        pieces(plan.epoch + ahead, 0, global_batch_size, ahead * epoch_span - clock.start_row * width)
-        for ahead in range(1, epochs_ahead + 1)
-    ]
-    try:
-        return NodeFuture.from_reads(num_shards, passes), clock
-    except ConfigError:
-        return None  # a batching the node's band cannot be planned with: evict least recently used
+        def pieces() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            first = 0
+            for sample_ids in reads:  # (n,) the node's reads, row-major over its columns
+                shards, _ = self._locate(sample_ids)
+                yield pass_clock.read_times(first, len(sample_ids)), shards
+                first += len(sample_ids)
+
+        found = self._spans[key] = read_spans(self._num_shards, pieces())
+        while len(self._spans) > _KEEP_PASSES:
+            self._spans.popitem(last=False)
+        return found
 
 
-__all__ = ["NodeClock", "PieceClock", "node_forecast"]
+__all__ = ["NodeClock", "NodeForecaster", "PieceClock"]

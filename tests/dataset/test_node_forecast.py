@@ -13,7 +13,7 @@ from stream_plugin.cache.future import NEVER
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.cursor import IterationPlan
-from stream_plugin.reading.node_forecast import node_forecast
+from stream_plugin.reading.node_forecast import NodeForecaster
 from stream_plugin.reading.world import World
 
 NODES, RANKS_PER_NODE, WORKERS, DEVICE_BATCH = 2, 2, 2, 2
@@ -39,6 +39,18 @@ def _dataset(remote: Path, cache: Path, rank: int) -> StreamingDataset:
     )
 
 
+def _forecast(forecaster: NodeForecaster, plan: IterationPlan, topology: Topology):
+    return forecaster.forecast(
+        plan,
+        topology,
+        device_batch_size=DEVICE_BATCH,
+        global_batch_size=GLOBAL_BATCH,
+        rows_per_epoch=1000 // GLOBAL_BATCH,
+        drop_last=False,
+        batching_method="random",
+    )
+
+
 @pytest.mark.parametrize("start", [0, 40 * GLOBAL_BATCH])
 def test_every_read_of_the_nodes_ranks_and_workers_lies_in_its_shards_span(
     remote_1k: Path, tmp_path: Path, start: int
@@ -50,18 +62,7 @@ def test_every_read_of_the_nodes_ranks_and_workers_lies_in_its_shards_span(
         dataset = _dataset(remote_1k, tmp_path / "cache", rank)
         for worker in range(WORKERS):
             topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=rank, worker=worker)
-            forecast = node_forecast(
-                dataset._planner,
-                plan,
-                topology,
-                device_batch_size=DEVICE_BATCH,
-                global_batch_size=GLOBAL_BATCH,
-                rows_per_epoch=1000 // GLOBAL_BATCH,
-                drop_last=False,
-                batching_method="random",
-                locate=dataset._table.locate,
-                num_shards=len(dataset.shards),
-            )
+            forecast = _forecast(NodeForecaster(dataset._planner, dataset._table.locate, len(dataset.shards)), plan, topology)
             assert forecast is not None
             future, clock = forecast
             shards = dataset._table.locate(dataset.sample_ids_for(plan, topology))[0]  # (n,)
@@ -85,3 +86,42 @@ def test_an_unknown_eviction_is_refused_by_the_dataset_with_its_choices(remote_1
 def test_a_dataset_without_cache_limit_plans_no_future(remote_1k: Path, tmp_path: Path) -> None:
     dataset = StreamingDataset(remote=remote_1k.as_uri(), local=str(tmp_path / "c"), batch_size=2)
     assert not dataset._shard_access().follows_future
+
+
+def test_the_epoch_planned_ahead_is_the_next_pass_and_is_not_planned_again(remote_1k: Path, tmp_path: Path) -> None:
+    dataset = _dataset(remote_1k, tmp_path / "cache", 2)
+    planned: list[int] = []
+    planner = dataset._planner
+    plan_pieces = planner.rank_batch_pieces
+
+    def counting(epoch: int, **options):
+        planned.append(epoch)
+        return plan_pieces(epoch, **options)
+
+    planner.rank_batch_pieces = counting  # type: ignore[method-assign]
+    forecaster = NodeForecaster(planner, dataset._table.locate, len(dataset.shards))
+    topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=2, worker=1)
+    first = _forecast(forecaster, IterationPlan(0, 0, GLOBAL_BATCH, NODES), topology)
+    second = _forecast(forecaster, IterationPlan(1, 0, GLOBAL_BATCH, NODES), topology)
+    assert first is not None and second is not None
+    assert planned == [0, 1, 2]
+    # Epoch 1's spans: the second pass's own, one epoch earlier on its clock than in the first pass's.
+    epoch_span = 1000 // GLOBAL_BATCH * RANKS_PER_NODE * DEVICE_BATCH
+    read = first[0].first[1] != NEVER
+    assert (first[0].first[1][read] - epoch_span == second[0].first[0][read]).all()
+
+
+def test_device_per_stream_batching_plans_no_future(remote_1k: Path, tmp_path: Path) -> None:
+    dataset = _dataset(remote_1k, tmp_path / "cache", 2)
+    forecaster = NodeForecaster(dataset._planner, dataset._table.locate, len(dataset.shards))
+    topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=2, worker=0)
+    forecast = forecaster.forecast(
+        IterationPlan(0, 0, GLOBAL_BATCH, NODES),
+        topology,
+        device_batch_size=DEVICE_BATCH,
+        global_batch_size=GLOBAL_BATCH,
+        rows_per_epoch=1000 // GLOBAL_BATCH,
+        drop_last=False,
+        batching_method="device_per_stream",
+    )
+    assert forecast is None
