@@ -101,6 +101,11 @@ class StreamingDataset(MosaicNames, IterableDataset):
     Another is ``storage_options``, for the single-stream form (``remote=``): options of the remote's
     store (an endpoint, credentials); with ``streams=``, give each ``Stream`` its own.
 
+    And ``eviction``, which shard leaves a full cache (``cache_limit``): ``"belady"`` (default) evicts
+    the shard this node reads again farthest ahead, computed from the order by every process (no
+    messages), and downloads ahead only in the order the node needs shards; ``"lru"`` evicts the least
+    recently used one, as MosaicML does.
+
     And ``transform``: a function applied to every sample after it is read (in iteration and in
     ``dataset[i]``), at the cost of one call. It must pickle (it travels to DataLoader workers). A
     subclass that overrides ``get_item`` (MosaicML's way to transform samples) works too, and its
