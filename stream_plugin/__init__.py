@@ -37,7 +37,7 @@ from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 from stream_plugin.reading.cursor import IterationPlan
 from stream_plugin.reading.passes import LoaderPass
-from stream_plugin.reading.state import ResumeState
+from stream_plugin.reading.state import ResumeState, resume_state_at
 from stream_plugin.reading.stream import Stream
 from stream_plugin.reading.stream_registry import streams_registry
 from stream_plugin.reading.world import World, detect_world
@@ -86,6 +86,7 @@ __all__ = [
     "LoaderPass",
     "LoaderPosition",
     "ResumeState",
+    "resume_state_at",
     "detect_world",
     "merge_index",
     "streams_registry",

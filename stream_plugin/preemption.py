@@ -12,21 +12,30 @@ SIGKILL after a grace period. Training survives only if three things hold:
 3. DataLoader workers outlive a signal sent to the whole process group (``WorkerSignalGuard``). A worker
    killed mid-epoch makes the training process fail at its next batch, before it can checkpoint.
 
-``torch`` is imported only inside ``agree_on_signal``: ``import stream_plugin.preemption`` stays light.
+``PreemptionStop`` is the one stop sequence both integrations' ``PreemptionCheckpoint`` callbacks run:
+trap the signals, agree on them at step boundaries on one schedule, and once any rank was signalled
+(after the integration saved its checkpoint) wait for every rank, ignore further signals and raise
+``Preempted``. The integrations add only what their trainer decides: where a step ends and how a
+checkpoint is saved.
+
+``torch`` is imported only inside functions that need it: ``import stream_plugin.preemption`` stays light.
 """
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, check_int
+from stream_plugin.redaction import get_logger
 
 if TYPE_CHECKING:
     import torch
@@ -34,12 +43,16 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_EXIT_CODE",
     "AgreementSchedule",
+    "Preempted",
     "PreemptionFlag",
+    "PreemptionStop",
     "WorkerSignalGuard",
     "agree_on_signal",
     "default_preemption_signals",
     "on_slurm",
 ]
+
+log = get_logger(__name__)
 
 # 128 + SIGTERM: what a shell reports for a process ended by SIGTERM, and what schedulers expect.
 DEFAULT_EXIT_CODE = 128 + int(signal.SIGTERM)
@@ -138,22 +151,27 @@ class AgreementSchedule:
     so every rank computes the same next step to agree at, without another collective: steps longer than
     ``check_interval_s`` agree at every step, shorter ones every ``check_interval_s / step time`` steps
     (0: every step). A preemption is then answered within about ``check_interval_s`` plus one step, at a
-    cost of one small all-reduce per ``check_interval_s``. ``step`` must count the same on every rank (an optimizer step or a batch counter).
+    cost of one small all-reduce per ``check_interval_s``. With ``every_n_steps`` the ranks agree at the
+    steps divisible by it instead, and the stop comes at most that many steps after the signal.
+    ``step`` must count the same on every rank (an optimizer step or a batch counter).
     """
 
-    def __init__(self, check_interval_s: float = 1.0) -> None:
+    def __init__(self, check_interval_s: float = 1.0, every_n_steps: int | None = None) -> None:
         seconds = check_interval_s
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
             raise ConfigError(
                 f"check_interval_s: expected seconds >= 0 between agreements (0: every step), found {seconds!r}"
             )
         self.check_interval_s = float(seconds)
+        self.every_n_steps = check_int("check_every_n_steps", every_n_steps, minimum=1, allow_none=True)
         self._next_step: int | None = None
         self._last_step = 0
         self._last_time = 0.0
 
     def due(self, step: int) -> bool:
-        """Whether the ranks agree at ``step`` (the first call's step always is)."""
+        """Whether the ranks agree at ``step`` (by time: the first call's step always is)."""
+        if self.every_n_steps is not None:
+            return step % self.every_n_steps == 0
         return self._next_step is None or step >= self._next_step
 
     def agree(self, step: int, received: int, device: torch.device | str | None = None) -> int:
@@ -171,18 +189,142 @@ class AgreementSchedule:
         return signum
 
 
+def _distributed() -> bool:
+    """Whether this process is one of several ranks of an initialised default process group."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
 def _max_over_ranks(values: list[int], device: torch.device | str | None) -> list[int]:
+    if not _distributed():
+        return values
     import torch
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return values
     if device is None:
         nccl = dist.get_backend() == "nccl"
         device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
     tensor = torch.tensor(values, dtype=torch.int64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
     return [int(value) for value in tensor.tolist()]
+
+
+class Preempted(SystemExit):
+    """Raised on every rank once the preemption checkpoint is saved; ``code`` is this process's exit status."""
+
+    def __init__(self, code: int, checkpoint: str, signum: int) -> None:
+        super().__init__(code)
+        self.checkpoint = checkpoint
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return f"preempted by {signal.Signals(self.signum).name}; checkpoint saved to {self.checkpoint}"
+
+
+class PreemptionStop:
+    """The stop sequence of both integrations' ``PreemptionCheckpoint``: trap, agree, save, exit.
+
+    1. ``start`` traps ``signals`` (the handler only records them: ``PreemptionFlag``); ``end`` puts
+       the previous handlers back and forgets what was received.
+    2. At every step boundary of the training loop ``signal_at(step)`` answers the signal any rank
+       received, the same on every rank (0: go on); ``epoch_end=True`` at the last step of an epoch.
+    3. Given a signal, the integration saves its checkpoint on every rank, then calls ``exit``: under
+       SLURM a SIGUSR1 (the time-limit warning) requeues the job from rank 0 when ``requeue_on_slurm``;
+       every rank waits for the others (``barrier``: no rank exits while another still writes), ignores
+       the signals through interpreter shutdown (a launcher's clean-up SIGTERM would turn the status into
+       -15) and raises ``Preempted(exit_code)``.
+
+    The one agreement schedule: a single process reads its own flag at every step (no collective).
+    Ranks of a process group agree, by one MAX all-reduce, at the first step, then about every
+    ``check_interval_s`` seconds and at most every step (``AgreementSchedule``), or at the steps
+    divisible by ``check_every_n_steps`` when given; and always at an epoch's last step, so that a signal
+    is answered before evaluation or the next epoch's start. By time rather than at every step because
+    an all-reduce after each step costs 2 to 6 ms, +10 to 22 % of a small model's DDP step
+    (benchmarks/RESULTS.md, "Preemption agreement"), while schedulers give tens of seconds of grace:
+    about one second plus one step answers well within it, at one all-reduce a second whatever the step.
+    """
+
+    def __init__(
+        self,
+        signals: Sequence[int] | None = None,
+        *,
+        exit_code: int = DEFAULT_EXIT_CODE,
+        check_interval_s: float = 1.0,
+        check_every_n_steps: int | None = None,
+        requeue_on_slurm: bool = True,
+    ) -> None:
+        self.exit_code = check_int(
+            "PreemptionCheckpoint: exit_code",
+            exit_code,
+            minimum=1,
+            maximum=255,
+            fix="pass a non-zero exit code, so that schedulers see the job as interrupted",
+        )
+        self.signals = list(signals) if signals is not None else default_preemption_signals()
+        self.check_interval_s = check_interval_s
+        self.check_every_n_steps = check_every_n_steps
+        self.requeue_on_slurm = requeue_on_slurm
+        self.flag = PreemptionFlag(self.signals)
+        self.schedule = AgreementSchedule(check_interval_s, check_every_n_steps)
+
+    def start(self, received: int = 0) -> bool:
+        """Trap the signals unless they are trapped already; ``received``: a signal an earlier handler
+        caught. False (nothing trapped) outside the main thread."""
+        if received:
+            self.flag.record(received)
+        return self.flag.installed or self.flag.install()
+
+    def end(self) -> None:
+        """Put the previous handlers back, forget any signal received and start the schedule afresh."""
+        self.flag.uninstall()
+        self.flag.clear()
+        self.schedule = AgreementSchedule(self.check_interval_s, self.check_every_n_steps)
+
+    def signal_at(
+        self, step: int, *, epoch_end: bool = False, device: torch.device | str | None = None
+    ) -> int:
+        """The signal any rank received (0: none), at a step boundary; collective on the steps the
+        schedule picks, so every rank calls it at every step, with the same ``step`` and ``epoch_end``."""
+        if not _distributed():
+            return self.flag.received
+        if epoch_end:
+            return agree_on_signal(self.flag.received, device)
+        if not self.schedule.due(step):
+            return 0
+        return self.schedule.agree(step, self.flag.received, device)
+
+    def exit(self, signum: int, checkpoint: str, barrier: Callable[[], None]) -> NoReturn:
+        """After the checkpoint is saved: requeue, wait for every rank (``barrier``), raise ``Preempted``."""
+        if signum == signal.SIGUSR1 and self.requeue_on_slurm and on_slurm() and _rank() == 0:
+            _requeue_slurm_job()
+        barrier()
+        self.flag.ignore_further()
+        atexit.register(self.flag.ignore_further)  # the trainer's teardown may put handlers back
+        raise Preempted(self.exit_code, checkpoint, signum)
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _slurm_job_id() -> str:
+    array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    if array_job is not None:
+        return f"{array_job}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    return os.environ["SLURM_JOB_ID"]
+
+
+def _requeue_slurm_job() -> None:
+    """``scontrol requeue`` this SLURM job (an array job's own task); a failure is logged, not raised."""
+    job = _slurm_job_id()
+    result = subprocess.run(["scontrol", "requeue", job], check=False)
+    if result.returncode:
+        log.warning(
+            "PreemptionCheckpoint: `scontrol requeue %s` failed with status %d", job, result.returncode
+        )
 
 
 class WorkerSignalGuard:

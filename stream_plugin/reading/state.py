@@ -9,10 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from stream_plugin.errors import StateError, check_int
+
+if TYPE_CHECKING:
+    from stream_plugin.reading.dataset import StreamingDataset
 
 # 2: shards stay on their canonical node across epochs (each epoch reshuffles only inside a node's
 # shards), so a mid-epoch position in a version-1 state points into an order that no longer exists.
@@ -97,6 +100,29 @@ class ResumeState:
         if not isinstance(fingerprint, str):
             raise StateError(f"resume state: expected fingerprint to be a str, found {fingerprint!r}")
         return cls(**{name: state[name] for name in _INT_FIELDS}, fingerprint=fingerprint)
+
+
+def resume_state_at(
+    dataset: StreamingDataset, epoch: int, sample_in_epoch: int, *, epoch_batch_size: int | None = None
+) -> ResumeState:
+    """The state that resumes ``dataset`` at global sample ``sample_in_epoch`` of epoch ``epoch``, as a
+    trainer counts them.
+
+    A trainer's counters, not the loader's, say what training finished: the loader may have run ahead
+    into a batch not trained yet, or into the next epoch, or not have started this one. The dataset
+    supplies what the trainer does not know: canonical nodes, seed and fingerprint. ``epoch_batch_size``
+    is the global batch size the epoch's order was built with, where the caller knows it; by default the
+    dataset's own when its position is the same (it knows the size after a batch-size change at an
+    epoch's start), else today's global batch size. A count past the epoch's end (a trainer that counts
+    rank-balance repeats) is cut to the epoch's samples.
+    """
+    own = ResumeState.from_dict(dataset.state_dict(sample_in_epoch))
+    if epoch_batch_size is None:
+        if (own.epoch, own.sample_in_epoch) == (epoch, sample_in_epoch):
+            return own
+        epoch_batch_size = dataset.global_batch_size
+    sample_in_epoch = min(sample_in_epoch, dataset.samples_in_epoch(epoch_batch_size))
+    return replace(own, epoch=epoch, sample_in_epoch=sample_in_epoch, epoch_batch_size=epoch_batch_size)
 
 
 def _check_fresh_shard_order_state(state: Mapping[str, Any]) -> None:

@@ -12,12 +12,15 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.slurm import fake_scontrol
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.preemption import (
     DEFAULT_EXIT_CODE,
     AgreementSchedule,
+    Preempted,
     PreemptionFlag,
+    PreemptionStop,
     WorkerSignalGuard,
     agree_on_signal,
     default_preemption_signals,
@@ -33,6 +36,22 @@ def run_python(script: str, *args: str, timeout: float = 120) -> subprocess.Comp
         text=True,
         timeout=timeout,
     )
+
+
+def run_ranks(script: str, store: str, world: int, *args: str) -> list[tuple[int, str, str]]:
+    """``(exit status, stdout, stderr)`` of ``world`` processes running ``script`` with argv
+    ``store rank *args``, started together (they form one gloo process group through ``store``)."""
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(script), store, str(rank), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(world)
+    ]
+    outputs = [rank.communicate(timeout=120) for rank in ranks]
+    return [(rank.returncode, out, err) for rank, (out, err) in zip(ranks, outputs, strict=True)]
 
 
 # ---------------------------------------------------------------------------------------- the flag
@@ -118,20 +137,9 @@ AGREEMENT_LOOP = """
 @pytest.mark.slow
 def test_per_step_agreement_stops_every_rank_at_the_step_one_rank_was_signalled(tmp_path: Path) -> None:
     world, signalled = 2, 1  # a non-zero rank: rank 0 itself knows nothing
-    script = textwrap.dedent(AGREEMENT_LOOP)
-    store = str(tmp_path / "store")
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, store, str(rank), str(world), str(signalled)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(world)
-    ]
-    outputs = [rank.communicate(timeout=120) for rank in ranks]
-    for rank, (process, (out, err)) in enumerate(zip(ranks, outputs, strict=True)):
-        assert process.returncode == 0, err[-3000:]
+    results = run_ranks(AGREEMENT_LOOP, str(tmp_path / "store"), world, str(world), str(signalled))
+    for rank, (status, out, err) in enumerate(results):
+        assert status == 0, err[-3000:]
         own = signal.SIGTERM if rank == signalled else 0
         assert out.strip() == f"stopped at step 3 by signal {int(signal.SIGTERM)}; own flag {int(own)}"
 
@@ -164,20 +172,10 @@ SCHEDULED_LOOP = """
 def test_agreement_schedule_spaces_agreements_by_time_and_all_ranks_pick_the_same_steps(
     tmp_path: Path,
 ) -> None:
-    script, store = textwrap.dedent(SCHEDULED_LOOP), str(tmp_path / "store")
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, store, str(rank)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    outputs = [rank.communicate(timeout=120) for rank in ranks]
-    for process, (_, err) in zip(ranks, outputs, strict=True):
-        assert process.returncode == 0, err[-3000:]
-    agreed_at = [[int(step) for step in out.split()] for out, _ in outputs]
+    results = run_ranks(SCHEDULED_LOOP, str(tmp_path / "store"), 2)
+    for status, _, err in results:
+        assert status == 0, err[-3000:]
+    agreed_at = [[int(step) for step in out.split()] for _, out, _ in results]
     assert agreed_at[0] == agreed_at[1]  # the same collective calls on both ranks: no deadlock
     steps = agreed_at[0]
     assert steps[:2] == [0, 1]  # the first two agreements measure the step time
@@ -191,6 +189,106 @@ def test_agreement_schedule_without_a_process_group_agrees_every_step_of_a_slow_
     assert schedule.agree(3, int(signal.SIGTERM)) == signal.SIGTERM
     with pytest.raises(ConfigError, match=r"check_interval_s: expected seconds >= 0 .* found -1"):
         AgreementSchedule(-1)
+
+
+def test_agreement_schedule_every_n_steps_agrees_at_their_multiples() -> None:
+    schedule = AgreementSchedule(every_n_steps=3)
+    assert [step for step in range(10) if schedule.due(step)] == [0, 3, 6, 9]
+    with pytest.raises(ConfigError, match="check_every_n_steps: expected a positive int or None, found 0"):
+        AgreementSchedule(every_n_steps=0)
+
+
+# ---------------------------------------------------------------------------------------- the stop sequence
+# Two ranks stop together: rank 1 alone sends itself a real SIGTERM as step 5 starts. argv[3] "every":
+# agree at every step (interval 0); "epoch_end": the schedule is never due after step 0, but step 8 is
+# an epoch's last. At exit a launcher's clean-up SIGTERM arrives; each rank prints where it stopped.
+STOP_LOOP = """
+    import atexit, os, signal, sys, time
+    import torch.distributed as dist
+    from stream_plugin.preemption import PreemptionStop
+
+    store, rank, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    every = 1000 if mode == "epoch_end" else None
+    stop = PreemptionStop([signal.SIGTERM], exit_code=75, check_interval_s=0.0, check_every_n_steps=every)
+    stop.start()
+    for step in range(100):
+        if rank == 1 and step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        signum = stop.signal_at(step, epoch_end=step == 8)
+        if signum:
+            print(f"stopped at step {step} by signal {signum}", flush=True)
+            atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))
+            stop.exit(signum, f"checkpoint-{step}", dist.barrier)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mode", "stop_step"), [("every", 5), ("epoch_end", 8)])
+def test_the_stop_sequence_stops_every_rank_at_the_same_step_with_the_exit_code(
+    tmp_path: Path, mode: str, stop_step: int
+) -> None:
+    for status, out, err in run_ranks(STOP_LOOP, str(tmp_path / "store"), 2, mode):
+        assert status == 75, err[-3000:]  # not -15: the clean-up SIGTERM was ignored
+        assert out.strip() == f"stopped at step {stop_step} by signal {int(signal.SIGTERM)}"
+
+
+def test_a_single_process_reads_its_own_flag_at_every_step_and_end_forgets_it() -> None:
+    before = signal.getsignal(signal.SIGUSR2)
+    stop = PreemptionStop([signal.SIGUSR2], check_every_n_steps=1000)
+    assert stop.start()
+    assert stop.signal_at(1) == 0
+    os.kill(os.getpid(), signal.SIGUSR2)
+    assert stop.signal_at(7) == signal.SIGUSR2  # no process group: no schedule, no collective
+    stop.end()
+    assert stop.signal_at(8) == 0
+    assert signal.getsignal(signal.SIGUSR2) == before
+
+
+def test_exit_waits_for_the_other_ranks_then_raises_preempted_with_the_exit_code() -> None:
+    before = signal.getsignal(signal.SIGUSR2)
+    stop = PreemptionStop([signal.SIGUSR2], exit_code=75)
+    stop.start(signal.SIGUSR2)
+    waited: list[bool] = []
+    try:
+        with pytest.raises(Preempted) as raised:
+            stop.exit(stop.signal_at(0), "ckpt/last.ckpt", lambda: waited.append(True))
+        assert signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN  # through interpreter shutdown
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+    assert waited == [True]
+    assert (raised.value.code, raised.value.checkpoint, raised.value.signum) == (
+        75,
+        "ckpt/last.ckpt",
+        signal.SIGUSR2,
+    )
+    assert str(raised.value) == "preempted by SIGUSR2; checkpoint saved to ckpt/last.ckpt"
+
+
+def test_sigusr1_under_slurm_requeues_the_array_task_before_exiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_scontrol(tmp_path, monkeypatch, "100")
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        for requeue in (False, True):
+            with pytest.raises(Preempted):
+                PreemptionStop([signal.SIGUSR1], requeue_on_slurm=requeue).exit(
+                    signal.SIGUSR1, "c", lambda: None
+                )
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    assert calls.read_text().split() == ["requeue", "77_3"]
+
+
+def test_a_zero_exit_code_is_refused() -> None:
+    with pytest.raises(
+        ConfigError, match=r"exit_code: expected an int in \[1, 255\], found 0; pass a non-zero"
+    ):
+        PreemptionStop(exit_code=0)
 
 
 # ---------------------------------------------------------------------------------------- worker guard

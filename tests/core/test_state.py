@@ -1,8 +1,10 @@
 import io
+from pathlib import Path
 
 import pytest
 import torch
 
+from stream_plugin import MDSWriter, StreamingDataset, resume_state_at
 from stream_plugin.errors import StateError
 from stream_plugin.reading.state import ResumeState, fingerprint
 
@@ -73,3 +75,42 @@ def test_fingerprint_changes_with_any_part() -> None:
     base = {"seed": 1, "streams": ["a"]}
     assert fingerprint(base) == fingerprint(dict(reversed(base.items())))
     assert fingerprint(base) != fingerprint({**base, "seed": 2})
+
+
+# ---------------------------------------------------------------------------------------- resume_state_at
+@pytest.fixture
+def dataset(tmp_path: Path) -> StreamingDataset:
+    """102 samples read with a device batch of 4 on one rank: a global batch of 4."""
+    with MDSWriter(out=str(tmp_path / "data"), columns={"id": "int"}, size_limit=200) as writer:
+        for sample in range(102):
+            writer.write({"id": sample})
+    return StreamingDataset(local=str(tmp_path / "data"), batch_size=4)
+
+
+def test_resume_state_at_the_datasets_own_position_is_its_own_state(dataset: StreamingDataset) -> None:
+    # Resumed mid-epoch 0 on an order built for a global batch of 8: only the dataset knows that size.
+    dataset.load_state_dict({**dataset.state_dict(), "sample_in_epoch": 16, "epoch_batch_size": 8})
+    own = ResumeState.from_dict(dataset.state_dict(16))
+    assert own.epoch_batch_size == 8
+    assert resume_state_at(dataset, 0, 16) == own
+
+
+def test_resume_state_at_takes_the_trainers_position_where_the_loader_is_elsewhere(
+    dataset: StreamingDataset,
+) -> None:
+    state = resume_state_at(dataset, 2, 8)  # the dataset has not started epoch 2
+    own = ResumeState.from_dict(dataset.state_dict(8))
+    assert (state.epoch, state.sample_in_epoch, state.epoch_batch_size) == (2, 8, 4)
+    assert (state.num_canonical_nodes, state.shuffle_seed, state.fingerprint) == (
+        own.num_canonical_nodes,
+        own.shuffle_seed,
+        own.fingerprint,
+    )
+
+
+def test_resume_state_at_keeps_a_given_epoch_batch_size_and_cuts_a_count_past_the_epoch(
+    dataset: StreamingDataset,
+) -> None:
+    state = resume_state_at(dataset, 1, 104, epoch_batch_size=8)  # counted with rank-balance repeats
+    assert (state.epoch, state.sample_in_epoch, state.epoch_batch_size) == (1, 102, 8)
+    assert dataset.samples_in_epoch(8) == 102

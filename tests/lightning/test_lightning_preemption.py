@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning_rig import Reference, assert_retraces, read_records, run
+from support.slurm import fake_scontrol
 
 from stream_plugin.errors import ConfigError
 from stream_plugin_lightning import Preempted, PreemptionCheckpoint, is_complete_checkpoint, latest_checkpoint
@@ -52,13 +52,7 @@ def test_sigterm_before_training_starts_still_exits_143(reference: Reference, tm
 def test_sigusr1_under_slurm_saves_and_requeues(
     reference: Reference, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = tmp_path / "scontrol-calls"
-    fake = tmp_path / "bin" / "scontrol"
-    fake.parent.mkdir()
-    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    calls = fake_scontrol(tmp_path, monkeypatch, "4242")
     config = reference.run_config(
         tmp_path, "slurm", preemption=True, signal_at_step=12, signal_number=signal.SIGUSR1
     )
@@ -79,7 +73,7 @@ def test_default_signals_add_sigusr1_only_under_slurm(monkeypatch: pytest.Monkey
     ("arguments", "message"),
     [
         ({"check_every_n_steps": 0}, "check_every_n_steps: expected a positive int or None, found 0"),
-        ({"exit_code": 0}, "exit_code: expected 1..255"),
+        ({"exit_code": 0}, r"exit_code: expected an int in \[1, 255\], found 0"),
         ({"filename": "a/last.ckpt"}, "filename: expected a plain file name"),
     ],
 )

@@ -26,7 +26,6 @@ from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_
 from stream_plugin_composer.evaluation import ExactEvaluation, first_samples
 from stream_plugin_composer.preemption import PreemptionCheckpoint
 from stream_plugin_composer.resumption import ExactDataResumption
-from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 __all__ = [
     "__version__",
@@ -39,6 +38,5 @@ __all__ = [
     "num_samples_in_batch",
     "run_is_complete",
     "set_aside_unfinished_checkpoints",
-    "sigterm_guard_for_workers",
     "streaming_dataspec",
 ]

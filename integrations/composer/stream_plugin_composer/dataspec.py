@@ -16,6 +16,7 @@ from composer.core import DataSpec
 from composer.utils import dist
 
 from stream_plugin import ConfigError, StreamingDataLoader, StreamingDataset
+from stream_plugin.preemption import WorkerSignalGuard
 from stream_plugin.text import StreamingTextDataset
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.config import dataset_arguments, device_batch_size_of, resolve_callable
@@ -27,7 +28,6 @@ from stream_plugin_composer.text_loader import (
     num_tokens_in_batch,
     text_parts,
 )
-from stream_plugin_composer.workers import sigterm_guard_for_workers
 
 
 def streaming_dataspec(
@@ -108,7 +108,7 @@ def build_streaming_dataspec(
             persistent_workers=defaults["persistent_workers"] if persistent_workers is None else persistent_workers,
             # A preemption signal sent to the whole process group must not kill the workers mid-batch:
             # the main process finishes the batch, checkpoints, and shuts them down itself.
-            worker_init_fn=sigterm_guard_for_workers(),
+            worker_init_fn=WorkerSignalGuard(),
         )
     loader = StreamingDataLoader(
         streaming,

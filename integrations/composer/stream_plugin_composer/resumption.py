@@ -18,13 +18,19 @@ cannot drift apart, whatever else iterated the loader.
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 from typing import Any
 
 from composer.core import Callback, State
 from composer.loggers import Logger
 
-from stream_plugin import ConfigError, ResumeState, StateError, StreamingDataLoader, StreamingDataset
+from stream_plugin import (
+    ConfigError,
+    ResumeState,
+    StateError,
+    StreamingDataLoader,
+    StreamingDataset,
+    resume_state_at,
+)
 from stream_plugin.redaction import get_logger
 
 log = get_logger(__name__)
@@ -98,20 +104,15 @@ class ExactDataResumption(Callback):
     # ------------------------------------------------------------------ state
     def current_state(self, state: State) -> ResumeState:
         """The data position at ``state.timestamp``, as the next run must resume it."""
-        dataset = streaming_dataset_of(state)
-        epoch = int(state.timestamp.epoch)
         sample_in_epoch = int(state.timestamp.sample_in_epoch)
-        # The dataset's own state supplies what Composer does not know (canonical nodes, fingerprint);
-        # the position comes from Composer's clock.
-        base = ResumeState.from_dict(dataset.state_dict(sample_in_epoch, True))
-        if sample_in_epoch == 0 or self._epoch_batch_size is None:
-            epoch_batch_size = dataset.global_batch_size
-        else:
-            epoch_batch_size = self._epoch_batch_size
-        # Composer counts what every rank received, so a last batch with rank-balance repeats counts
-        # past the epoch's end.
-        sample_in_epoch = min(sample_in_epoch, dataset.samples_in_epoch(epoch_batch_size))
-        return replace(base, epoch=epoch, sample_in_epoch=sample_in_epoch, epoch_batch_size=epoch_batch_size)
+        # Mid-epoch, the global batch size the epoch began with (kept across resumes); at its start, today's.
+        epoch_batch_size = self._epoch_batch_size if sample_in_epoch else None
+        return resume_state_at(
+            streaming_dataset_of(state),
+            int(state.timestamp.epoch),
+            sample_in_epoch,
+            epoch_batch_size=epoch_batch_size,
+        )
 
     def state_dict(self) -> dict[str, Any]:
         if self._state is None or self._state.train_dataloader is None:

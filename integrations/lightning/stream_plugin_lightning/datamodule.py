@@ -23,8 +23,9 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from stream_plugin import StreamingDataset, World, detect_world
 from stream_plugin.errors import ConfigError, StateError, check_int
+from stream_plugin.preemption import WorkerSignalGuard
 from stream_plugin_lightning.batch_sizes import BatchSizes, resolve_batch_sizes
-from stream_plugin_lightning.loaders import EvalLoader, TrainLoader, WorkerInit
+from stream_plugin_lightning.loaders import EvalLoader, TrainLoader
 from stream_plugin_lightning.progress import TrainPosition, batches_per_epoch, state_at, train_position
 from stream_plugin_lightning.specs import DatasetSpec, as_dataset_spec
 
@@ -162,7 +163,7 @@ class StreamingDataModule(pl.LightningDataModule):
             "timeout": timeout,
             "multiprocessing_context": multiprocessing_context,
             "collate_fn": collate_fn,
-            "worker_init_fn": WorkerInit(worker_init_fn),
+            "worker_init_fn": WorkerSignalGuard(worker_init_fn),
         }
         self.datasets: dict[Split, StreamingDataset] = {}
         self._batch_sizes: BatchSizes | None = None

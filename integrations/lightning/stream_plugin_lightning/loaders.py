@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from stream_plugin import IterationPlan, LoaderPosition, StreamingDataLoader, StreamingDataset
-from stream_plugin.preemption import WorkerSignalGuard
 
 # The expected state after the first batch of a pass, or None outside a Lightning fit.
 ExpectedState = Callable[[], dict[str, int | str] | None]
@@ -21,18 +20,6 @@ ExpectedState = Callable[[], dict[str, int | str] | None]
 MismatchHandler = Callable[[dict[str, Any], dict[str, Any]], None]
 
 _POSITION_KEYS = ("epoch", "sample_in_epoch")
-
-
-class WorkerInit(WorkerSignalGuard):
-    """``worker_init_fn`` for our loaders: the core's ``WorkerSignalGuard``, then the user's init.
-
-    Workers outlive SIGTERM and SIGUSR1 sent to the whole process group (SLURM, ``kill -TERM -PGID``), so
-    the training process can finish its step and checkpoint; a SIGTERM from the training process itself
-    still ends them (``stream_plugin.preemption.WorkerSignalGuard``).
-    """
-
-    def __init__(self, user_init: Callable[[int], None] | None = None) -> None:
-        super().__init__(user_init)
 
 
 class TrainLoader(StreamingDataLoader):

@@ -9,13 +9,13 @@ is computed from the counters with Lightning's own restore rules, and it is the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import cast
 
 import lightning.pytorch as pl
 from lightning.pytorch.loops.progress import _ProcessedTracker
 
-from stream_plugin import ResumeState, StreamingDataset
+from stream_plugin import StreamingDataset, resume_state_at
 
 
 @dataclass(frozen=True)
@@ -63,19 +63,9 @@ def batches_per_epoch(dataset: StreamingDataset, trainer: pl.Trainer | None = No
 
 
 def state_at(dataset: StreamingDataset, position: TrainPosition, per_epoch: int) -> dict[str, int | str]:
-    """The dataset resume state for ``position``; a finished epoch becomes the start of the next one.
-
-    The dataset's own answer is used when it agrees on the epoch and sample, since it knows the global
-    batch size the epoch's order was built with (it differs from today's after an epoch-boundary change).
-    Otherwise (the loader ran ahead into the next epoch, or has not started this one) the state is built
-    from the position and the dataset's identity fields.
-    """
-    global_batch = dataset.global_batch_size
+    """The dataset resume state for ``position`` (``stream_plugin.resume_state_at``); a finished epoch
+    becomes the start of the next one."""
     epoch, batches = position.epoch, position.batches
     if batches >= per_epoch:
         epoch, batches = epoch + 1, 0
-    sample = batches * global_batch
-    own = ResumeState.from_dict(dataset.state_dict(sample))
-    if (own.epoch, own.sample_in_epoch) == (epoch, sample):
-        return own.to_dict()
-    return replace(own, epoch=epoch, sample_in_epoch=sample, epoch_batch_size=global_batch).to_dict()
+    return resume_state_at(dataset, epoch, batches * dataset.global_batch_size).to_dict()
