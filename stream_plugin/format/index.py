@@ -57,11 +57,6 @@ class ShardEntry:
         """The data file as stored remotely: the compressed one when there is one."""
         return self.zip_data or self.raw_data
 
-    @property
-    def stored_meta(self) -> FileInfo | None:
-        """The meta file (JSON/CSV formats) as stored remotely, or None for MDS."""
-        return self.zip_meta or self.raw_meta
-
     def file_pairs(self) -> list[tuple[FileInfo, FileInfo | None]]:
         """``(raw, compressed)`` for the data file and, for JSON/CSV formats, the meta file.
 

@@ -299,10 +299,6 @@ class ShardWriter:
             "size_limit": self.size_limit,
         }
 
-    def get_config(self) -> dict[str, Any]:
-        """The shard config: the shard entry without samples and file descriptions (MosaicML's name)."""
-        return dict(self._config)
-
     def shard_overhead(self) -> int:
         """Bytes a shard counts against size_limit before any sample."""
         return 0

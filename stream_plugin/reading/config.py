@@ -6,17 +6,17 @@ transform. The download options (``download_retry``, ``download_timeout``, ``val
 stream's own values win over them.
 
 The choices of ``shuffle_algo``, ``batching_method`` and ``sampling_method`` come from the ``order``
-package (``option_choices``): a shuffle registered with ``order.shuffle.register_shuffle`` is a valid
+package's registries: a shuffle registered with ``order.shuffle.register_shuffle`` is a valid
 ``shuffle_algo`` at once. ``order_settings`` and ``fingerprint`` derive what shapes the sample order
 from the config, so that list is written once.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from stream_plugin.cache.future import EVICTION_POLICIES, EvictionPolicy, check_eviction
+from stream_plugin.cache.future import EvictionPolicy, check_eviction
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
 from stream_plugin.order.sampling import SAMPLING_METHODS, SamplingMethod
@@ -139,22 +139,6 @@ class DatasetConfig:
         )
 
 
-def option_choices() -> dict[str, tuple[str, ...]]:
-    """The allowed values of each option that takes a name, from the ``order`` registries (now)."""
-    return {
-        "shuffle_algo": shuffle_choices(),
-        "batching_method": BATCHING_METHODS,
-        "sampling_method": SAMPLING_METHODS,
-        "partition_algo": PARTITION_ALGOS,
-        "eviction": EVICTION_POLICIES,
-    }
-
-
-def option_names() -> tuple[str, ...]:
-    """The names of the options ``DatasetConfig`` holds, in ``StreamingDataset``'s argument order."""
-    return tuple(item.name for item in fields(DatasetConfig))
-
-
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in choices:
         raise ConfigError(
@@ -172,6 +156,4 @@ __all__ = [
     "DatasetConfig",
     "SamplingMethod",
     "ShuffleAlgo",
-    "option_choices",
-    "option_names",
 ]

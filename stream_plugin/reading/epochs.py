@@ -1,13 +1,11 @@
 """From dataset shape and settings to each epoch's global order: the glue over the pure ``order`` maths.
 
 A process reading an epoch plans only its own batches (``rank_batches``, chunked planning), so its
-memory follows its share of the epoch. ``order`` builds the whole order (for checks and tools) and
-keeps the last ones it built.
+memory follows its share of the epoch. ``order`` builds the whole order (for checks and tools).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -20,8 +18,6 @@ from stream_plugin.order.plan import DatasetShape, EpochOrder, OrderConfig, plan
 from stream_plugin.order.sampling import epoch_samples
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.shard_table import ShardTable
-
-_KEEP_ORDERS = 2
 
 
 @dataclass(frozen=True)
@@ -38,14 +34,13 @@ class OrderSettings:
 
 
 class EpochPlanner:
-    """Builds (and briefly remembers) ``EpochOrder``s for one dataset."""
+    """Plans the epochs of one dataset: each rank's batches, or the whole ``EpochOrder``."""
 
     def __init__(self, table: ShardTable, samples_per_stream: np.ndarray, settings: OrderSettings) -> None:
         self._table = table
         self._counts = samples_per_stream
         self._settings = settings
         self._shape = table.shape
-        self._orders: OrderedDict[tuple[int, int, int, int], EpochOrder] = OrderedDict()
 
     @property
     def epoch_size(self) -> int:
@@ -104,20 +99,7 @@ class EpochPlanner:
         self, epoch: int, *, global_batch_size: int, num_canonical_nodes: int, device_batch_size: int
     ) -> EpochOrder:
         """The whole order of ``epoch`` (every rank's batches), for an epoch begun with ``global_batch_size``."""
-        key = (epoch, global_batch_size, num_canonical_nodes, device_batch_size)
-        found = self._orders.get(key)
-        if found is not None:
-            return found
-        config = self._config(
-            global_batch_size=global_batch_size,
-            num_canonical_nodes=num_canonical_nodes,
-            device_batch_size=device_batch_size,
-        )
-        order = plan_epoch(self._shape, self._planning_chosen(epoch), config, epoch)
-        self._orders[key] = order
-        while len(self._orders) > _KEEP_ORDERS:
-            self._orders.popitem(last=False)
-        return order
+        return plan_epoch(*self._rank_inputs(epoch, global_batch_size, num_canonical_nodes, device_batch_size))
 
     def _rank_inputs(
         self, epoch: int, epoch_batch_size: int, num_canonical_nodes: int, device_batch_size: int

@@ -57,12 +57,12 @@ def test_unknown_dataset_arguments_are_named() -> None:
 
 
 def test_dataset_spec_choices_and_defaults_come_from_the_core_config() -> None:
-    from stream_plugin.reading.config import DatasetConfig, option_choices
+    from stream_plugin.order.shuffle import shuffle_choices
+    from stream_plugin.reading.config import DatasetConfig
 
-    choices = option_choices()
-    assert typing.get_args(ShuffleAlgo) == choices["shuffle_algo"]
-    assert typing.get_args(BatchingMethod) == choices["batching_method"]
-    assert typing.get_args(SamplingMethod) == choices["sampling_method"]
+    assert typing.get_args(ShuffleAlgo) == shuffle_choices()
+    assert typing.get_args(BatchingMethod) == BATCHING_METHODS
+    assert typing.get_args(SamplingMethod) == SAMPLING_METHODS
     defaults = _defaults(DatasetSpec)
     assert {name: defaults[name] for name in DatasetConfig.__dataclass_fields__ if name in defaults} == {
         name: getattr(DatasetConfig(), name)
