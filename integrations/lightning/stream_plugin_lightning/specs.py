@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from stream_plugin import Stream
+from stream_plugin.cache.future import EvictionPolicy
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.config import BatchingMethod, DatasetConfig, SamplingMethod, ShuffleAlgo
 
@@ -66,6 +67,7 @@ class DatasetSpec:
     epoch_size: int | str | None = _DEFAULTS.epoch_size
     predownload: int | None = _DEFAULTS.predownload
     cache_limit: int | str | None = _DEFAULTS.cache_limit
+    eviction: EvictionPolicy = _DEFAULTS.eviction
     sampling_method: SamplingMethod = _DEFAULTS.sampling_method
     sampling_granularity: int = _DEFAULTS.sampling_granularity
     partition_algo: str = _DEFAULTS.partition_algo
