@@ -205,14 +205,14 @@ class Evictor:
         reserved: dict[str, int],
         keep_before: int | None = None,
     ) -> bool:
-        if keep_before is not None and not self._within_reach(keep_before):
-            return False
         present = self._bytes_present(shards)
         if keep_before is not None and self._missing_before(shards, present, skip, keep_before):
             return False
         excess = self._usage(present, reserved) + need - self._limit
         if excess <= 0:
             return True
+        if keep_before is not None and not self._within_reach(keep_before):
+            return False
         return self._evict(excess, shards, skip=skip, keep_before=keep_before) >= excess
 
     def _missing_before(

@@ -128,3 +128,12 @@ def test_a_shard_being_read_is_not_evicted_even_when_read_farthest_ahead(make_da
         cache.advance_clock(2)
         cache.ensure(dataset.entries[2])
         assert _present(local, dataset) == [0, 2]
+
+
+def test_a_download_ahead_beyond_its_reach_still_fills_free_room(make_dataset, local: Path) -> None:
+    dataset = make_dataset(shards=3, shard_bytes=1000)
+    cache = _cache(local, dataset, shards_fit=3)
+    _expect(cache, dataset, {0: [10], 1: [500]}, reach=50)
+    cache.ensure(dataset.entries[0])
+    assert cache.ensure_ahead(dataset.entries[1]) == local
+    assert _present(local, dataset) == [0, 1]
