@@ -48,13 +48,13 @@ def torch_iterator_reason(loader: Any, environ: Mapping[str, str] | None = None)
         return _warn_once(
             f"stream_plugin: expected torch {' / '.join(CHECKED_TORCH_VERSIONS)} for the faster DataLoader "
             f"hand-off (it calls torch's private internals), found torch {release}; using torch's own iterator "
-            f"(slower batches from workers). To choose it and silence this, pass {_OPT_OUT}"
+            f"(slower batches from workers). To choose it and silence this: {_OPT_OUT}"
         )
     if worker_loop_dataset_parameter() is None:
         return _warn_once(
             f"stream_plugin: expected torch {release}'s DataLoader worker loop to take the parameters the "
             f"faster hand-off passes, found another shape; using torch's own iterator (slower batches from "
-            f"workers). To choose it and silence this, pass {_OPT_OUT}"
+            f"workers). To choose it and silence this: {_OPT_OUT}"
         )
     return None
 
