@@ -30,12 +30,12 @@ import signal
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from stream_plugin.errors import ConfigError, check_int
-from stream_plugin.redaction import get_logger
 
 if TYPE_CHECKING:
     import torch
@@ -51,8 +51,6 @@ __all__ = [
     "default_preemption_signals",
     "on_slurm",
 ]
-
-log = get_logger(__name__)
 
 # 128 + SIGTERM: what a shell reports for a process ended by SIGTERM, and what schedulers expect.
 DEFAULT_EXIT_CODE = 128 + int(signal.SIGTERM)
@@ -318,12 +316,16 @@ def _slurm_job_id() -> str:
 
 
 def _requeue_slurm_job() -> None:
-    """``scontrol requeue`` this SLURM job (an array job's own task); a failure is logged, not raised."""
+    """``scontrol requeue`` this SLURM job (an array job's own task); a failure warns, it does not raise."""
     job = _slurm_job_id()
     result = subprocess.run(["scontrol", "requeue", job], check=False)
     if result.returncode:
-        log.warning(
-            "PreemptionCheckpoint: `scontrol requeue %s` failed with status %d", job, result.returncode
+        # A warning, not a log record: it shows without logging configured, and a job not requeued
+        # will not restart.
+        warnings.warn(
+            f"PreemptionCheckpoint: `scontrol requeue {job}` failed with status {result.returncode}; "
+            "the job will not restart by itself: requeue or resubmit it",
+            stacklevel=3,
         )
 
 

@@ -284,6 +284,17 @@ def test_sigusr1_under_slurm_requeues_the_array_task_before_exiting(
     assert calls.read_text().split() == ["requeue", "77_3"]
 
 
+def test_a_failed_requeue_warns_and_still_exits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_scontrol(tmp_path, monkeypatch, "100", status=1)
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        failed = r"`scontrol requeue 100` failed with status 1; the job will not"
+        with pytest.warns(UserWarning, match=failed), pytest.raises(Preempted):
+            PreemptionStop([signal.SIGUSR1]).exit(signal.SIGUSR1, "c", lambda: None)
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
 def test_a_zero_exit_code_is_refused() -> None:
     with pytest.raises(
         ConfigError, match=r"exit_code: expected an int in \[1, 255\], found 0; pass a non-zero"
