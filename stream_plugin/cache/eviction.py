@@ -139,8 +139,11 @@ class Evictor:
         """Evict until ``need`` more bytes fit, reserve them for the ``with`` body, then drop the reservation.
 
         The caller holds ``entry``'s shard lock exclusively. When the only way to make room is to wait
-        for other downloads in flight, this blocks on one of their shard locks (never polls) and tries
-        again; with nothing in flight and no room, the limit is too small and ``ConfigError`` says so.
+        for other downloads in flight (or for a cached shard no reader pins, whose lock a download holds
+        for a moment), this blocks on one of their shard locks (never polls) and tries again; with every
+        cached shard pinned by readers and nothing in flight, the limit is too small and ``ConfigError``
+        says so, except for a download ahead (``ahead``), which yields False: the shard is fetched on
+        demand.
 
         ``ahead`` (a prefetch) under ``"belady"`` with a known future: evict only shards read after
         ``entry``; when that makes no room, reserve nothing, wait for nothing, and yield False.
@@ -157,10 +160,14 @@ class Evictor:
                     self._reserve(name, need)
                     break
                 deferred = keep_before is not None
-                if not reserved and not deferred:
+                # Wait for a download in flight, or for a cached shard no reader pins (its lock may be
+                # held for a moment by a download that has just placed it): it can be evicted after.
+                in_flight = next(iter(reserved), None) or self._unpinned(shards(), skip={name})
+                if in_flight is None and not ahead:
                     raise self._too_small(name, need)
-                in_flight = next(iter(reserved), "")
-            if deferred:
+            if deferred or in_flight is None:
+                # A download ahead that finds every shard pinned (a reader opens its next shard before
+                # it closes its oldest) waits for nothing: the shard is fetched on demand instead.
                 yield False  # fetched on demand, or tried again as the node's clock moves
                 return
             with locked(self._control.shard_lock(in_flight), shared=True):
@@ -169,6 +176,17 @@ class Evictor:
             yield True
         finally:
             self._control.reservation(name).unlink(missing_ok=True)
+
+    def _unpinned(self, shards: Sequence[ShardEntry], *, skip: set[str]) -> str | None:
+        """A cached shard (not in ``skip``) that no reader holds open right now, if any."""
+        for entry in shards:
+            name = entry.raw_data.basename
+            if name in skip or not bytes_present(self._local, entry):
+                continue
+            with try_locked(self._control.use_lock(name)) as not_read:
+                if not_read:
+                    return name
+        return None
 
     def _keep_before(self, entry: ShardEntry) -> int | None:
         """Under Belady with a known future, when ``entry`` is read next: shards read by then stay."""

@@ -161,7 +161,7 @@ class ShardAccess:
             predownload=_DEFAULT_PREDOWNLOAD if predownload is None else predownload,
             evictable=any(spec.config.cache_limit is not None for spec in self._specs),
             more=more,
-            prepare_ahead=self.prepare_ahead if self.follows_future else None,
+            prepare_ahead=self.prepare_ahead,  # a download ahead never fails for want of room: it waits
             on_advance=on_advance,
         )
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,42 @@ def test_a_placed_shard_whose_download_still_holds_its_reservation_counts_once(m
         control.reservation(name).write_text(str(placed.raw_data.bytes))
         assert cache.evict_to_limit() == 0
     assert _present(local, dataset, 0) and _present(local, dataset, 1)
+
+
+@pytest.mark.parametrize("eviction", ["lru", "belady"])
+def test_a_download_ahead_with_every_shard_read_waits_instead_of_failing(
+    make_dataset, local: Path, eviction: str
+) -> None:
+    dataset = make_dataset(shards=3, shard_bytes=1000)
+    cache = _cache(local, dataset.remote, cache_limit=2 * _largest(dataset), eviction=eviction)
+    with cache.reading(dataset.entries[0]), cache.reading(dataset.entries[1]):
+        assert cache.ensure_ahead(dataset.entries[2]) is None  # fetched on demand later, not an error
+        with pytest.raises(ConfigError, match="is being read"):
+            cache.ensure(dataset.entries[2])  # on demand, the limit really is too small
+    assert not _present(local, dataset, 2)
+
+
+def test_a_download_on_demand_waits_for_a_placed_shard_whose_lock_is_still_held(
+    make_dataset, local: Path
+) -> None:
+    """A download that has placed its shard and dropped its reservation still holds the shard's lock
+    for a moment: another download needing room waits for it, then evicts it."""
+    dataset = make_dataset(shards=3, shard_bytes=1000)
+    cache = _cache(local, dataset.remote, cache_limit=2 * _largest(dataset))
+    cache.ensure(dataset.entries[1])
+    control = ControlFolder(local)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with locked(control.shard_lock(dataset.entries[1].raw_data.basename)):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    threading.Timer(0.2, release.set).start()
+    with cache.reading(dataset.entries[0]):
+        cache.ensure(dataset.entries[2])
+    holder.join()
+    assert [_present(local, dataset, i) for i in range(3)] == [True, False, True]

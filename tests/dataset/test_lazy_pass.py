@@ -101,13 +101,18 @@ def test_the_next_piece_downloads_while_the_last_samples_of_a_piece_are_read(
     remote = write_ids(tmp_path / "small-shards", range(6_000), size_limit=1 << 9, payload=1)  # ~30 per shard
     yielded = [0]
     requested_at: dict[int, int] = {}
-    prepare = ShardAccess.prepare
+    prepare, prepare_ahead = ShardAccess.prepare, ShardAccess.prepare_ahead
 
     def recording(self: ShardAccess, shard_id: int) -> Path:
         requested_at.setdefault(int(shard_id), yielded[0])
         return prepare(self, shard_id)
 
+    def recording_ahead(self: ShardAccess, shard_id: int) -> Path | None:
+        requested_at.setdefault(int(shard_id), yielded[0])
+        return prepare_ahead(self, shard_id)
+
     monkeypatch.setattr(ShardAccess, "prepare", recording)
+    monkeypatch.setattr(ShardAccess, "prepare_ahead", recording_ahead)  # what the prefetch threads call
     dataset = StreamingDataset(remote=remote.as_uri(), local=str(tmp_path / "cache"), batch_size=1, predownload=64)
     shard_of = dataset._table.locate(np.arange(6_000))[0]
     for sample in dataset:
