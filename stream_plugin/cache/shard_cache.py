@@ -440,9 +440,10 @@ class ShardCache:
             return
         name = entry.raw_data.basename
         for _ in range(_READ_ATTEMPTS):
-            folder = self.ensure(entry)
+            # The in-use lock comes first: a shard downloaded on demand is pinned from the moment it is
+            # placed, so no download ahead (of this process or another) evicts it before it is read.
             with locked(self._control.use_lock(name), shared=True):
-                # Another process may have evicted it between ensure and the lock.
+                folder = self.ensure(entry)
                 if self._is_present(entry):
                     touch(self._control.shard_lock(name))
                     yield folder

@@ -267,3 +267,26 @@ def test_a_download_on_demand_waits_for_a_placed_shard_whose_lock_is_still_held(
         cache.ensure(dataset.entries[2])
     holder.join()
     assert [_present(local, dataset, i) for i in range(3)] == [True, False, True]
+
+
+def test_a_shard_fetched_on_demand_is_pinned_before_a_download_ahead_can_evict_it(
+    make_dataset, local: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a prefetch thread can win: between placing a shard on demand and reading it, a
+    download ahead needing room evicts the least recently used idle shard, which was that one."""
+    dataset = make_dataset(shards=2, shard_bytes=1000)
+    cache = _cache(local, dataset.remote, cache_limit=_largest(dataset), eviction="lru")
+    ensure = ShardCache.ensure
+    raced: list[object] = []
+
+    def ensure_then_race(self: ShardCache, entry):  # type: ignore[no-untyped-def]
+        folder = ensure(self, entry)
+        if entry is dataset.entries[0] and not raced:
+            raced.append(self.ensure_ahead(dataset.entries[1]))  # a prefetch thread's turn
+        return folder
+
+    monkeypatch.setattr(ShardCache, "ensure", ensure_then_race)
+    with cache.reading(dataset.entries[0]) as folder:
+        dataset.assert_intact(folder, [dataset.entries[0]])
+    assert raced == [None]  # the download ahead waited: the shard about to be read stays
+    assert cache.stats.snapshot().shards_downloaded == 1
