@@ -13,12 +13,14 @@ from the config, so that list is written once.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from stream_plugin.cache.future import EvictionPolicy, check_eviction
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
+from stream_plugin.order.plan import OrderConfig
 from stream_plugin.order.sampling import SAMPLING_METHODS, SamplingMethod
 from stream_plugin.order.shuffle import shuffle_choices
 from stream_plugin.reading.dataset_compat import PARTITION_ALGOS, check_partition_algo
@@ -43,7 +45,8 @@ class DatasetConfig:
     """``StreamingDataset``'s options, checked at construction (MosaicML Streaming 0.13's names and defaults).
 
     ``epoch_size`` and ``cache_limit`` hold counts here; ``from_arguments`` also takes the
-    human-friendly strings (``"100k"``, ``"64gb"``) the dataset accepts.
+    human-friendly strings (``"100k"``, ``"64gb"``) the dataset accepts. The field defaults are the one
+    place the dataset's defaults are written (``DEFAULTS``; the dataset's signature reads them).
     """
 
     epoch_size: int | None = None
@@ -57,7 +60,7 @@ class DatasetConfig:
     batch_size: int | None = None
     shuffle: bool = False
     shuffle_algo: str = "py1e"
-    shuffle_seed: int = 9176
+    shuffle_seed: int = OrderConfig.shuffle_seed  # MosaicML's seed, written once, in the order maths
     shuffle_block_size: int | None = None
     batching_method: BatchingMethod = "random"
     allow_unsafe_types: bool = False
@@ -87,28 +90,31 @@ class DatasetConfig:
         _check_choice("partition_algo", self.partition_algo, PARTITION_ALGOS)
 
     @classmethod
-    def from_arguments(
-        cls,
-        *,
-        epoch_size: int | str | None = None,
-        cache_limit: int | str | None = None,
-        shuffle: object = False,
-        allow_unsafe_types: object = False,
-        shuffle_seed: Any = 9176,
-        partition_algo: str = "relaxed",
-        **options: Any,
-    ) -> DatasetConfig:
-        """The config of ``StreamingDataset``'s keyword arguments, as the dataset has always read them:
-        sizes as strings, truthy flags, a seed anything ``int()`` takes; warns about ``partition_algo``."""
-        return cls(
-            epoch_size=None if epoch_size is None else parse_count(epoch_size, name="epoch_size"),
-            cache_limit=None if cache_limit is None else parse_bytes(cache_limit, name="cache_limit"),
-            shuffle=bool(shuffle),
-            allow_unsafe_types=bool(allow_unsafe_types),
-            shuffle_seed=int(shuffle_seed),
-            partition_algo=check_partition_algo(partition_algo),
-            **options,
-        )
+    def from_arguments(cls, **arguments: Any) -> DatasetConfig:
+        """The config of ``StreamingDataset``'s keyword arguments (one not given takes its default), as the
+        dataset has always read them: sizes as strings, truthy flags, a seed anything ``int()`` takes;
+        warns about ``partition_algo``."""
+        return cls(**{name: _READ_ARGUMENT.get(name, _as_given)(value) for name, value in arguments.items()})
+
+    def with_loader(self, *, batch_size: int | None) -> DatasetConfig:
+        """This config with a DataLoader's ``batch_size`` where this config has none (when both are set
+        they must agree: workers build whole batches); ``StreamingDataset.bind_loader`` uses it."""
+        if self.batch_size is not None and batch_size is not None and batch_size != self.batch_size:
+            raise ConfigError(
+                f"StreamingDataLoader: expected batch_size={self.batch_size} as the dataset's per-device "
+                f"batch_size, found {batch_size}; pass the same value to both (or leave the dataset's unset)"
+            )
+        return replace(self, batch_size=self.batch_size if batch_size is None else batch_size)
+
+    def data_parallel_size(self, world_size: int) -> int:
+        """Ranks that read different samples: ``world_size`` over ``replication``, which must divide it."""
+        replication = self.replication or 1
+        if world_size % replication:
+            raise ConfigError(
+                f"replication: expected a divisor of the world size {world_size}, found {replication}; "
+                f"choose one of {[size for size in range(1, world_size + 1) if world_size % size == 0]}"
+            )
+        return world_size // replication
 
     @property
     def order_settings(self) -> OrderSettings:
@@ -139,6 +145,21 @@ class DatasetConfig:
         )
 
 
+def _as_given(value: Any) -> Any:
+    return value
+
+
+# How ``from_arguments`` reads the arguments the dataset takes in more than one form.
+_READ_ARGUMENT: dict[str, Callable[[Any], Any]] = {
+    "epoch_size": lambda value: None if value is None else parse_count(value, name="epoch_size"),
+    "cache_limit": lambda value: None if value is None else parse_bytes(value, name="cache_limit"),
+    "shuffle": bool,
+    "allow_unsafe_types": bool,
+    "shuffle_seed": int,
+    "partition_algo": check_partition_algo,
+}
+
+
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in choices:
         raise ConfigError(
@@ -151,7 +172,13 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
         )
 
 
+# The defaults of every option, for signatures that restate the arguments (``StreamingDataset``'s, the
+# Lightning ``DatasetSpec``): read from the fields of DatasetConfig, so each default is written once.
+DEFAULTS: Final = DatasetConfig()
+
+
 __all__ = [
+    "DEFAULTS",
     "BatchingMethod",
     "DatasetConfig",
     "SamplingMethod",

@@ -13,7 +13,7 @@ import os
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,7 @@ from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.sampling import SAMPLING_METHODS as SAMPLING_METHODS
 from stream_plugin.order.shuffle import shuffle_choices
 from stream_plugin.order.topology import Topology
-from stream_plugin.reading.config import DatasetConfig
+from stream_plugin.reading.config import DEFAULTS, DatasetConfig
 from stream_plugin.reading.cursor import EpochCursor, Handoff, IterationPlan
 from stream_plugin.reading.dataset_compat import (
     MosaicNames,
@@ -57,10 +57,18 @@ from stream_plugin.reading.sources import (
     refuse_unsafe_columns,
 )
 from stream_plugin.reading.state import STATE_VERSION, ResumeState, check_against_dataset, state_mapping
-from stream_plugin.reading.stream import DownloadSettings, Stream
+from stream_plugin.reading.stream import DOWNLOAD_DEFAULTS, DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
 from stream_plugin.reading.world import World, detect_worker, detect_world
 
+# The settings a write is refused for once the dataset is built (every option of DatasetConfig, and the
+# loader's drop_last); the loader's can be bound once with bind_loader.
+_SETTINGS = frozenset([*(item.name for item in fields(DatasetConfig)), "drop_last"])
+_BIND = "StreamingDataLoader binds it with dataset.bind_loader(batch_size=..., drop_last=...)"
+_LOADER_SETTING_FIXES = {
+    "batch_size": f"pass batch_size= to the dataset when it is built, or to the loader ({_BIND})",
+    "drop_last": f"pass drop_last= to the loader ({_BIND})",
+}
 _READERS_UNDER_LIMIT = 2  # open shards per process at the smallest workable cache_limit
 # Without a limit an open shard costs one memory map (no descriptor); stay far below vm.max_map_count.
 _READERS_WITHOUT_LIMIT = 8192
@@ -90,6 +98,8 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     Arguments and their meaning follow MosaicML Streaming 0.13. ``batch_size`` is the per-device batch
     size; pass it (or use ``StreamingDataLoader``, which fills it in) for deterministic resumption.
+    The settings are frozen once the dataset is built (``config``): a loader's ``batch_size`` and
+    ``drop_last`` reach it once, through ``bind_loader``.
 
     One argument is our own: ``world``, this process's place in the job (a ``stream_plugin.World``).
     Left as None, it is detected from ``torch.distributed`` and the launcher's environment variables
@@ -120,26 +130,26 @@ class StreamingDataset(MosaicNames, IterableDataset):
         local: str | None = None,
         split: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
-        download_retry: int = 2,
-        download_timeout: float = 60,
-        validate_hash: str | None = None,
-        keep_zip: bool = False,
-        epoch_size: int | str | None = None,
-        predownload: int | None = None,
-        cache_limit: int | str | None = None,
-        eviction: str = "belady",
-        sampling_method: str = "balanced",
-        sampling_granularity: int = 1,
-        partition_algo: str = "relaxed",
-        num_canonical_nodes: int | None = None,
-        batch_size: int | None = None,
-        shuffle: bool = False,
-        shuffle_algo: str = "py1e",
-        shuffle_seed: int = 9176,
-        shuffle_block_size: int | None = None,
-        batching_method: str = "random",
-        allow_unsafe_types: bool = False,
-        replication: int | None = None,
+        download_retry: int = DOWNLOAD_DEFAULTS.download_retry,
+        download_timeout: float = DOWNLOAD_DEFAULTS.download_timeout,
+        validate_hash: str | None = DOWNLOAD_DEFAULTS.validate_hash,
+        keep_zip: bool = DOWNLOAD_DEFAULTS.keep_zip,
+        epoch_size: int | str | None = DEFAULTS.epoch_size,
+        predownload: int | None = DEFAULTS.predownload,
+        cache_limit: int | str | None = DEFAULTS.cache_limit,
+        eviction: str = DEFAULTS.eviction,
+        sampling_method: str = DEFAULTS.sampling_method,
+        sampling_granularity: int = DEFAULTS.sampling_granularity,
+        partition_algo: str = DEFAULTS.partition_algo,
+        num_canonical_nodes: int | None = DEFAULTS.num_canonical_nodes,
+        batch_size: int | None = DEFAULTS.batch_size,
+        shuffle: bool = DEFAULTS.shuffle,
+        shuffle_algo: str = DEFAULTS.shuffle_algo,
+        shuffle_seed: int = DEFAULTS.shuffle_seed,
+        shuffle_block_size: int | None = DEFAULTS.shuffle_block_size,
+        batching_method: str = DEFAULTS.batching_method,
+        allow_unsafe_types: bool = DEFAULTS.allow_unsafe_types,
+        replication: int | None = DEFAULTS.replication,
         stream_name: str = "stream",
         stream_config: dict[str, Any] | None = None,
         world: World | None = None,
@@ -190,10 +200,17 @@ class StreamingDataset(MosaicNames, IterableDataset):
             validate_hash=validate_hash,
             keep_zip=keep_zip,
         )
+        # The settings in force (_config): the arguments' (_built_config), then with a loader's batch_size
+        # once bound, and the loader's drop_last (bind_loader, the one place that replaces them).
+        self._built_config = self._config
+        self._drop_last = False
+        self._loader_bound = False
+        self._warned_batch_size = False  # the "assuming 1" warning, once per dataset
         weights = [stream.weight for stream in self.streams]
         validate_weights(weights, epoch_size=self._config.epoch_size)
 
         self.world: World = detect_world() if world is None else _checked_world(world)
+        self._config.data_parallel_size(self.world.world_size)  # a replication that divides the world
         stores, opened = open_streams(
             self.streams, defaults, cache_limit=self.cache_limit, eviction=self._config.eviction
         )
@@ -220,9 +237,6 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self._fingerprint = self._config.fingerprint(
             opened.index_digests, [repr(stream.weight) for stream in self.streams]
         )
-        # Whether the partial last global batch of an epoch is dropped (StreamingDataLoader sets it from
-        # its own drop_last); pickled to the workers, which slice the epoch.
-        self.drop_last = False
         # Position bookkeeping; workers receive a copy when the loader starts them.
         self._cursor = EpochCursor()
         self._resumed_canonical_nodes: int | None = None
@@ -247,20 +261,55 @@ class StreamingDataset(MosaicNames, IterableDataset):
         state["_next_read"] = [None, None, 0]
         return state
 
-    # ------------------------------------------------------------------ options (read from the config)
+    # ------------------------------------------------------------------ settings (frozen, read from the config)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SETTINGS:
+            fix = _LOADER_SETTING_FIXES.get(name, f"build the dataset with {name}={value!r} instead")
+            raise AttributeError(
+                f"StreamingDataset.{name}: expected no write once the dataset is built (its settings are "
+                f"frozen), found an assignment of {value!r}; {fix}"
+            )
+        super().__setattr__(name, value)
+
     @property
     def config(self) -> DatasetConfig:
-        """The dataset's options, checked (a frozen value: ``StreamingDataLoader`` replaces ``batch_size``)."""
+        """The dataset's settings, checked: a frozen value (with a loader's batch size once ``bind_loader`` ran)."""
         return self._config
+
+    def bind_loader(self, *, batch_size: int | None, drop_last: bool) -> None:
+        """Bind a DataLoader's per-device ``batch_size`` and ``drop_last`` to the dataset, once.
+
+        The one way a loader's settings reach the dataset (``StreamingDataLoader`` calls it). The loader's
+        ``batch_size`` fills in the dataset's when the dataset was built without one; when both are set
+        they must agree. ``drop_last=True`` drops the partial last global batch of every epoch. Binding
+        again with settings that come to the same is a no-op; other settings raise ``ConfigError``: build
+        another dataset for a loader with other settings.
+        """
+        if not isinstance(drop_last, bool):
+            raise ConfigTypeError(
+                f"drop_last: expected True or False, found {type(drop_last).__name__} {drop_last!r}"
+            )
+        bound = self._built_config.with_loader(batch_size=batch_size)
+        if self._loader_bound and (bound, drop_last) != (self._config, self._drop_last):
+            raise ConfigError(
+                f"StreamingDataset.bind_loader: expected batch_size={self._config.batch_size}, "
+                f"drop_last={self._drop_last} (the loader bound before), found batch_size={batch_size}, "
+                f"drop_last={drop_last}; a dataset serves one loader's settings: build another StreamingDataset "
+                "for this loader"
+            )
+        self._config = bound
+        self._drop_last = drop_last
+        self._loader_bound = True
 
     @property
     def batch_size(self) -> int | None:
-        """The per-device batch size (None until given; ``StreamingDataLoader`` sets it)."""
+        """The per-device batch size (None until given: to the dataset, or by a loader's ``bind_loader``)."""
         return self._config.batch_size
 
-    @batch_size.setter
-    def batch_size(self, batch_size: int | None) -> None:
-        self._config = replace(self._config, batch_size=batch_size)
+    @property
+    def drop_last(self) -> bool:
+        """Whether every epoch drops its partial last global batch (a loader's, see ``bind_loader``)."""
+        return self._drop_last
 
     @property
     def predownload(self) -> int | None:
@@ -356,26 +405,25 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     @property
     def data_parallel_size(self) -> int:
-        if self.world.world_size % self.replication:
-            raise ConfigError(
-                f"replication: expected a divisor of the world size {self.world.world_size}, found "
-                f"{self.replication}"
-            )
-        return self.world.world_size // self.replication
+        return self._config.data_parallel_size(self.world.world_size)
 
     @property
     def global_batch_size(self) -> int:
         return self._device_batch_size() * self.data_parallel_size
 
     def _device_batch_size(self) -> int:
-        if self.batch_size is None:
+        """The per-device batch size, 1 when none was given or bound (warned once; the setting stays None)."""
+        batch_size = self._config.batch_size
+        if batch_size is not None:
+            return batch_size
+        if not self._warned_batch_size:
             warnings.warn(
                 "StreamingDataset: batch_size is None; assuming 1. Pass the per-device batch size (the "
-                "DataLoader's) for deterministic resumption, or use StreamingDataLoader, which sets it",
+                "DataLoader's) for deterministic resumption, or use StreamingDataLoader, which binds it",
                 stacklevel=3,
             )
-            self.batch_size = 1
-        return self.batch_size
+            self._warned_batch_size = True
+        return 1
 
     def _canonical_nodes(self) -> int:
         # A checkpoint's value wins; else the user's; else MosaicML's default, the number of physical

@@ -58,10 +58,11 @@ class _PersistentWorkers:
 class StreamingDataLoader(DataLoader):
     """A ``torch.utils.data.DataLoader`` with ``state_dict()`` / ``load_state_dict()`` for exact resumption.
 
-    Takes the same arguments as ``DataLoader``. The dataset's ``batch_size`` is set from the loader's
-    when the dataset left it unset; if both are set they must agree, since workers build whole batches.
-    ``drop_last=True`` drops the partial last global batch of every epoch on every rank (the dataset's
-    ``drop_last`` is set from it), so no rank yields a short batch. Without it, every sample of the
+    Takes the same arguments as ``DataLoader``. It binds its ``batch_size`` and ``drop_last`` to the
+    dataset (``StreamingDataset.bind_loader``, once): its ``batch_size`` fills in the dataset's when the
+    dataset was built without one; if both are set they must agree, since workers build whole batches.
+    ``drop_last=True`` drops the partial last global batch of every epoch on every rank, so no rank
+    yields a short batch. Without it, every sample of the
     epoch is yielded once; on D data-parallel ranks the last batch of each rank may end with one repeat
     (fewer than D in all) so that every rank yields the same number of batches, and
     ``real_samples(batch_idx)`` says how many samples of a batch come before such repeats.
@@ -84,15 +85,7 @@ class StreamingDataLoader(DataLoader):
                     "found None for both; workers build whole batches of the global order, so pass the per-device "
                     "batch_size"
                 )
-            dataset.drop_last = bool(kwargs.get("drop_last", False))
-            if dataset.batch_size is None:
-                dataset.batch_size = batch_size
-            elif batch_size is not None and dataset.batch_size != batch_size:
-                raise ConfigError(
-                    f"StreamingDataLoader: expected batch_size={dataset.batch_size} as the dataset's "
-                    f"per-device batch_size, found {batch_size}; pass the same value to both (or leave the "
-                    "dataset's unset)"
-                )
+            dataset.bind_loader(batch_size=batch_size, drop_last=bool(kwargs.get("drop_last", False)))
         if kwargs.get("collate_fn") is None and batch_size is not None:
             kwargs["collate_fn"] = collate_zero_copy
         super().__init__(dataset, batch_size=batch_size, **kwargs)

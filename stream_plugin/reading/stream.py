@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import StreamWeight
@@ -39,6 +39,11 @@ class DownloadSettings:
     download_timeout: float = 60.0
     validate_hash: str | None = None
     keep_zip: bool = False
+
+
+# The download defaults, for signatures that restate them (``StreamingDataset``'s, the Lightning
+# ``DatasetSpec``): read from the fields above, so each is written once.
+DOWNLOAD_DEFAULTS: Final = DownloadSettings()
 
 
 class Stream:
@@ -149,3 +154,6 @@ class Stream:
     def __repr__(self) -> str:
         remote = None if self.remote is None else redact_url(self.remote)
         return f"{type(self).__name__}(remote={remote!r}, local={self.local!r}, split={self.split!r}, weight={self.weight})"
+
+
+__all__ = ["DOWNLOAD_DEFAULTS", "DownloadSettings", "Stream", "default_local"]

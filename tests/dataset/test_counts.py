@@ -152,7 +152,7 @@ def test_every_layout_yields_the_chosen_samples_and_its_lengths(
         BATCH_SIZES, RANKS, WORKERS, (False, True)
     ):
         dataset = build(remotes[total], tmp_path, method=method, batch_size=batch_size, ranks=ranks)
-        dataset.drop_last = drop_last
+        dataset.bind_loader(batch_size=batch_size, drop_last=drop_last)
         try:
             len(dataset)
         except ConfigError as error:
@@ -258,5 +258,5 @@ def test_up_and_down_sampled_epochs_yield_their_chosen_samples(
         dataset = build(
             remotes[117], tmp_path, method=method, batch_size=2, ranks=ranks, epoch_size=epoch_size
         )
-        dataset.drop_last = drop_last
+        dataset.bind_loader(batch_size=2, drop_last=drop_last)
         check_epoch(dataset, ranks=ranks, workers=workers, drop_last=drop_last)

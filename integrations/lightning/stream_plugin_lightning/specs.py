@@ -15,12 +15,13 @@ from typing import Any
 from stream_plugin import Stream
 from stream_plugin.cache.future import EvictionPolicy
 from stream_plugin.errors import ConfigError
-from stream_plugin.reading.config import BatchingMethod, DatasetConfig, SamplingMethod, ShuffleAlgo
+from stream_plugin.reading.config import DEFAULTS as _DEFAULTS
+from stream_plugin.reading.config import BatchingMethod, SamplingMethod, ShuffleAlgo
+from stream_plugin.reading.stream import DOWNLOAD_DEFAULTS as _DOWNLOADS
 
 # The dataset's defaults and the choices of its named options come from the core's one source
-# (``DatasetConfig``, and ``Literal``s of the ``order`` registries), so that a YAML typo is rejected by the
-# parser with the list of choices.
-_DEFAULTS = DatasetConfig()
+# (``DatasetConfig`` and ``DownloadSettings``, and ``Literal``s of the ``order`` registries), so that a YAML
+# typo is rejected by the parser with the list of choices.
 
 
 @dataclass
@@ -60,10 +61,10 @@ class DatasetSpec:
     remote: str | None = None
     local: str | None = None
     split: str | None = None
-    download_retry: int = 2
-    download_timeout: float = 60
-    validate_hash: str | None = None
-    keep_zip: bool = False
+    download_retry: int = _DOWNLOADS.download_retry
+    download_timeout: float = _DOWNLOADS.download_timeout
+    validate_hash: str | None = _DOWNLOADS.validate_hash
+    keep_zip: bool = _DOWNLOADS.keep_zip
     epoch_size: int | str | None = _DEFAULTS.epoch_size
     predownload: int | None = _DEFAULTS.predownload
     cache_limit: int | str | None = _DEFAULTS.cache_limit
