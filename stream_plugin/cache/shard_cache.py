@@ -351,6 +351,11 @@ class ShardCache:
         """This process's time on the node's clock (the times of ``expect``'s future)."""
         self._now = now
 
+    def next_uses(self, entries: Sequence[ShardEntry]) -> np.ndarray | None:
+        """When the node reads each shard next (node time; ``NEVER``: not in the known future); None
+        while no future is known."""
+        return self._next_uses(entries)
+
     def _next_uses(self, entries: Sequence[ShardEntry]) -> np.ndarray | None:
         known = self._future
         if known is None:

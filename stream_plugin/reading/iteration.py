@@ -115,10 +115,10 @@ def _block(
     shard_list = shard_ids.tolist()
     if reads:
         lookup: Callable[[int], Read] = reads.__getitem__
-    elif per_sample is None and len(set(shard_list)) <= access.max_open:
+    elif per_sample is None and len(set(shard_list)) <= access.protected_readers:
         # Each shard's reader is asked for once in the stride: the stride's readers are the most
-        # recently used, so none of them closes while the stride is read. (Not with ``per_sample``:
-        # a subclass's fetch may read other shards, whose readers could close these.)
+        # recently used, and protected, so none of them closes while the stride is read. (Not with
+        # ``per_sample``: a subclass's fetch may read other shards, whose readers could close these.)
         lookup = _StrideReads(access).__getitem__
     else:
         lookup = _reader_read(access)

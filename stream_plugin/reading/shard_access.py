@@ -116,7 +116,7 @@ class ShardAccess:
         return found
 
     def reader(self, shard_id: int) -> ShardReader:
-        """An open reader for the shard; the least recently used one is closed past ``max_open``."""
+        """An open reader for the shard; past ``max_open`` one is closed (``_reader_to_close``)."""
         found = self._open.get(shard_id)
         if found is not None:
             self._open.move_to_end(shard_id)
@@ -131,9 +131,35 @@ class ShardAccess:
             raise
         self._open[shard_id] = (reader, stack)
         while len(self._open) > self.max_open:
-            _, (_, oldest) = self._open.popitem(last=False)
-            oldest.close()
+            self._open.pop(self._reader_to_close(shard_id))[1].close()
         return reader
+
+    @property
+    def protected_readers(self) -> int:
+        """How many of the most recently used readers are never closed to open another: every one while
+        readers close least recently used first, half of ``max_open`` while they close by the node's
+        future. A caller that keeps read functions of this many shards at once may rely on them."""
+        if any(cache.follows_future for cache in self.caches):
+            return max(1, self.max_open // 2)
+        return self.max_open
+
+    def _reader_to_close(self, opened: int) -> int:
+        """The open reader to close past ``max_open``: the least recently used one, or, while the node's
+        future is known, among all but the ``protected_readers`` most recently used, the one whose shard
+        the node reads again farthest ahead. An open reader pins its shard: closing least recently used
+        first, the pinned shards would decide eviction whatever the cache's policy."""
+        candidates = [shard for shard in self._open if shard != opened]
+        if not any(cache.follows_future for cache in self.caches):
+            return candidates[0]
+        candidates = candidates[: max(1, len(self._open) - self.protected_readers)]
+        farthest, chosen = -1, candidates[0]
+        for shard in candidates:  # (k,) with k = max_open: a few dozen at most, once per shard opened
+            uses = self.cache_of(shard).next_uses([self._entries[shard]])
+            if uses is None:
+                return candidates[0]  # no future known yet: least recently used
+            if int(uses[0]) > farthest:
+                farthest, chosen = int(uses[0]), shard
+        return chosen
 
     def release(self, shard_id: int) -> None:
         """Close this process's reader of the shard, if open (it pins the shard against eviction)."""
