@@ -6,8 +6,8 @@ nodes. Each node's cache holds 25%, 50%, 75% or all of the node's share (96 / N 
 
 **Ours** runs for real: each simulated node is one process (one rank, 0 workers) with its own empty
 cache folder, reading a loopback S3 server (moto) whose sent bytes are counted per node. After each
-epoch the node reports `node_stats().bytes_downloaded` (the server's count over the whole run is shown
-beside it), once with `eviction="belady"` (the default: evict the shard this node reads again
+epoch the node reports `node_stats().bytes_downloaded` (the server's count over the whole run is kept
+in the JSON record), once with `eviction="belady"` (the default: evict the shard this node reads again
 farthest ahead) and once with `eviction="lru"`. From the shards each node actually read, two
 yardsticks of the same capacity: an ideal LRU cache and the offline optimum (Belady), computed by
 `stream_plugin.cache.policy_sim`.
