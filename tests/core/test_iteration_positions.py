@@ -36,6 +36,7 @@ class _Access:
     def __init__(self, num_shards: int, max_open: int) -> None:
         self.num_shards = num_shards
         self.max_open = max_open
+        self.protected_readers = max_open  # readers close least recently used first: all are protected
         self.open_now: list[int] = []
         self.prefetcher = _Prefetcher()
         self.prefetch_closed = False
