@@ -37,7 +37,7 @@ else:
     ShuffleAlgo = Literal[shuffle_choices()]
 
 _POSITIVE_OR_NONE = ("predownload", "num_canonical_nodes", "batch_size", "shuffle_block_size", "replication")
-_FLAGS = ("shuffle", "allow_unsafe_types")
+_FLAGS = ("shuffle", "allow_unsafe_types", "drop_last")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,9 @@ class DatasetConfig:
     ``epoch_size`` and ``cache_limit`` hold counts here; ``from_arguments`` also takes the
     human-friendly strings (``"100k"``, ``"64gb"``) the dataset accepts. The field defaults are the one
     place the dataset's defaults are written (``DEFAULTS``; the dataset's signature reads them).
+
+    ``drop_last`` is the loader's, not an argument of the dataset: ``with_loader`` (through
+    ``StreamingDataset.bind_loader``) sets it, with the loader's ``batch_size`` when the dataset has none.
     """
 
     epoch_size: int | None = None
@@ -65,6 +68,7 @@ class DatasetConfig:
     batching_method: BatchingMethod = "random"
     allow_unsafe_types: bool = False
     replication: int | None = None
+    drop_last: bool = False
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_OR_NONE:
@@ -96,15 +100,17 @@ class DatasetConfig:
         warns about ``partition_algo``."""
         return cls(**{name: _READ_ARGUMENT.get(name, _as_given)(value) for name, value in arguments.items()})
 
-    def with_loader(self, *, batch_size: int | None) -> DatasetConfig:
-        """This config with a DataLoader's ``batch_size`` where this config has none (when both are set
-        they must agree: workers build whole batches); ``StreamingDataset.bind_loader`` uses it."""
+    def with_loader(self, *, batch_size: int | None, drop_last: bool) -> DatasetConfig:
+        """This config with a DataLoader's settings: its ``drop_last``, and its ``batch_size`` where this
+        config has none (when both are set they must agree: workers build whole batches)."""
         if self.batch_size is not None and batch_size is not None and batch_size != self.batch_size:
             raise ConfigError(
                 f"StreamingDataLoader: expected batch_size={self.batch_size} as the dataset's per-device "
                 f"batch_size, found {batch_size}; pass the same value to both (or leave the dataset's unset)"
             )
-        return replace(self, batch_size=self.batch_size if batch_size is None else batch_size)
+        return replace(
+            self, batch_size=self.batch_size if batch_size is None else batch_size, drop_last=drop_last
+        )
 
     def data_parallel_size(self, world_size: int) -> int:
         """Ranks that read different samples: ``world_size`` over ``replication``, which must divide it."""

@@ -61,9 +61,9 @@ from stream_plugin.reading.stream import DOWNLOAD_DEFAULTS, DownloadSettings, St
 from stream_plugin.reading.stream_registry import build_streams
 from stream_plugin.reading.world import World, detect_worker, detect_world
 
-# The settings a write is refused for once the dataset is built (every option of DatasetConfig, and the
-# loader's drop_last); the loader's can be bound once with bind_loader.
-_SETTINGS = frozenset([*(item.name for item in fields(DatasetConfig)), "drop_last"])
+# The settings a write is refused for once the dataset is built (every option of DatasetConfig); the
+# loader's can be bound once with bind_loader.
+_SETTINGS = frozenset(item.name for item in fields(DatasetConfig))
 _BIND = "StreamingDataLoader binds it with dataset.bind_loader(batch_size=..., drop_last=...)"
 _LOADER_SETTING_FIXES = {
     "batch_size": f"pass batch_size= to the dataset when it is built, or to the loader ({_BIND})",
@@ -200,10 +200,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
             validate_hash=validate_hash,
             keep_zip=keep_zip,
         )
-        # The settings in force (_config): the arguments' (_built_config), then with a loader's batch_size
-        # once bound, and the loader's drop_last (bind_loader, the one place that replaces them).
+        # The settings in force (_config): the arguments' (_built_config), then with a loader's once bound
+        # (bind_loader, the one place that replaces it).
         self._built_config = self._config
-        self._drop_last = False
         self._loader_bound = False
         self._warned_batch_size = False  # the "assuming 1" warning, once per dataset
         weights = [stream.weight for stream in self.streams]
@@ -273,7 +272,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     @property
     def config(self) -> DatasetConfig:
-        """The dataset's settings, checked: a frozen value (with a loader's batch size once ``bind_loader`` ran)."""
+        """The dataset's settings, checked: a frozen value (with a loader's once ``bind_loader`` ran)."""
         return self._config
 
     def bind_loader(self, *, batch_size: int | None, drop_last: bool) -> None:
@@ -285,20 +284,15 @@ class StreamingDataset(MosaicNames, IterableDataset):
         again with settings that come to the same is a no-op; other settings raise ``ConfigError``: build
         another dataset for a loader with other settings.
         """
-        if not isinstance(drop_last, bool):
-            raise ConfigTypeError(
-                f"drop_last: expected True or False, found {type(drop_last).__name__} {drop_last!r}"
-            )
-        bound = self._built_config.with_loader(batch_size=batch_size)
-        if self._loader_bound and (bound, drop_last) != (self._config, self._drop_last):
+        bound = self._built_config.with_loader(batch_size=batch_size, drop_last=drop_last)
+        if self._loader_bound and bound != self._config:
             raise ConfigError(
                 f"StreamingDataset.bind_loader: expected batch_size={self._config.batch_size}, "
-                f"drop_last={self._drop_last} (the loader bound before), found batch_size={batch_size}, "
+                f"drop_last={self._config.drop_last} (the loader bound before), found batch_size={batch_size}, "
                 f"drop_last={drop_last}; a dataset serves one loader's settings: build another StreamingDataset "
                 "for this loader"
             )
         self._config = bound
-        self._drop_last = drop_last
         self._loader_bound = True
 
     @property
@@ -309,7 +303,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
     @property
     def drop_last(self) -> bool:
         """Whether every epoch drops its partial last global batch (a loader's, see ``bind_loader``)."""
-        return self._drop_last
+        return self._config.drop_last
 
     @property
     def predownload(self) -> int | None:

@@ -55,7 +55,7 @@ def test_the_loader_binds_its_batch_size_once(remote_1k: Path) -> None:
     assert dataset.batch_size is None
     StreamingDataLoader(dataset, batch_size=4, drop_last=True)
     assert (dataset.batch_size, dataset.drop_last) == (4, True)
-    assert dataset.config == DatasetConfig(batch_size=4)
+    assert dataset.config == DatasetConfig(batch_size=4, drop_last=True)
     StreamingDataLoader(dataset, batch_size=4, drop_last=True)  # the same settings again: a no-op
     with pytest.raises(
         ConfigError,
