@@ -122,3 +122,23 @@ def test_opening_any_store_filters_the_sdk_request_logs() -> None:
         logging.getLogger(name).filters.clear()
     open_store("s3://bucket/ds")
     assert all(logging.getLogger(name).filters for name in REDACTED_LIBRARY_LOGGERS)
+
+
+class _MessageError(Exception):
+    """An SDK-style error whose ``__str__`` reads an attribute, not ``args``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def test_a_chained_error_whose_str_ignores_args_is_scrubbed_too() -> None:
+    with pytest.raises(StorageError) as caught:
+        try:
+            raise _MessageError(f"GET https://host/ds/index.json?sig={SECRET} failed")
+        except _MessageError as error:
+            raise StorageError("Expected to read https://host/ds, found an SDK error") from error
+    assert SECRET not in str(caught.value.__cause__)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,8 +19,8 @@ import numpy as np
 import pytest
 from support.datasets import write_ids
 from support.fault_proxy import FaultProxy
+from support.ranks import launch_ranks
 from support.s3_server import CREDENTIALS, S3Bucket, S3Server
-from test_multiprocess import free_port
 
 from stream_plugin.cache.policy_sim import belady_misses, lru_misses
 
@@ -75,35 +74,13 @@ class Egress:
 
 
 def start_ranks(remote: str, local: Path, endpoint: str, *, cache_limit: int, eviction: str) -> list[dict]:
-    port = str(free_port())
     command = [sys.executable, str(SCRIPT), "--remote", remote, "--local", str(local)]
     command += ["--device-batch", str(DEVICE_BATCH), "--workers", str(WORKERS), "--epochs", str(EPOCHS)]
     command += ["--block", str(BLOCK), "--cache-limit", str(cache_limit), "--eviction", eviction]
     if os.environ.get("EVICTION_RUN_PREDOWNLOAD"):
         command += ["--predownload", os.environ["EVICTION_RUN_PREDOWNLOAD"]]
-    processes = []
-    for rank in range(RANKS):
-        env = {
-            **os.environ,
-            **CREDENTIALS,
-            "PYTHONPATH": str(REPO),
-            "S3_ENDPOINT_URL": endpoint,
-            "RANK": str(rank),
-            "WORLD_SIZE": str(RANKS),
-            "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": str(RANKS),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": port,
-        }
-        processes.append(
-            subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        )
-    outputs = []
-    for process in processes:
-        stdout, stderr = process.communicate(timeout=240)
-        assert process.returncode == 0, stderr
-        outputs.append(json.loads(stdout.strip().splitlines()[-1]))
-    return outputs
+    env = {**CREDENTIALS, "PYTHONPATH": str(REPO), "S3_ENDPOINT_URL": endpoint}
+    return launch_ranks(command, world=RANKS, ranks_per_node=RANKS, env=env, timeout=240)
 
 
 def node_reads(outputs: list[dict]) -> np.ndarray:

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.ranks import launch_ranks
 from support.resume import assert_continues, assert_same_output
 
 SCRIPT = Path(__file__).with_name("rank_process.py")
 GLOBAL_BATCH = 8
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_ranks(
@@ -34,33 +26,13 @@ def run_ranks(
 ) -> list[dict[str, Any]]:
     """Start ``world`` rank processes at once; return each rank's output, in rank order."""
     ranks_per_node = ranks_per_node or world
-    port = str(free_port())
     command = [sys.executable, str(SCRIPT), "--remote", f"file://{remote}", "--cache", str(cache)]
     command += ["--device-batch", str(GLOBAL_BATCH // world)]
     for name, value in options.items():
         command += [f"--{name.replace('_', '-')}", str(value)]
     if gloo:
         command.append("--gloo")
-    processes = []
-    for rank in range(world):
-        env = {
-            **os.environ,
-            "RANK": str(rank),
-            "WORLD_SIZE": str(world),
-            "LOCAL_RANK": str(rank % ranks_per_node),
-            "LOCAL_WORLD_SIZE": str(ranks_per_node),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": port,
-        }
-        processes.append(
-            subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        )
-    outputs = []
-    for process in processes:
-        stdout, stderr = process.communicate(timeout=180)
-        assert process.returncode == 0, stderr
-        outputs.append(json.loads(stdout.strip().splitlines()[-1]))
-    return outputs
+    return launch_ranks(command, world=world, ranks_per_node=ranks_per_node)
 
 
 def global_batches(outputs: list[dict[str, Any]]) -> list[list[int]]:

@@ -26,10 +26,10 @@ from support.secret_checks import (
     chain_text,
     closed_port,
     dataset_texts,
+    read_ids,
     seen_by_anyone,
 )
 
-from stream_plugin import StreamingDataset
 from stream_plugin.errors import RemoteChangedError, StorageError
 from stream_plugin.storage import HttpStore, RemoteAccessDeniedError, RemoteNotFoundError, open_store
 
@@ -107,13 +107,6 @@ def guarded(request: pytest.FixtureRequest, site: Path) -> Iterator[tuple[Guard,
 
 def address_of(server: AuthServer) -> str:
     return f"{server.host}:{server.port}"
-
-
-def read_ids(remote: str, local: Path) -> tuple[StreamingDataset, list[int]]:
-    dataset = StreamingDataset(
-        remote=remote, local=str(local), batch_size=4, download_retry=0, download_timeout=10
-    )
-    return dataset, sorted(int(sample["id"]) for sample in dataset)
 
 
 # --- reading works the way users pass credentials ---------------------------------------------------

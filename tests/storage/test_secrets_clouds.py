@@ -26,10 +26,10 @@ from support.secret_checks import (
     chain_text,
     closed_port,
     dataset_texts,
+    read_ids,
     seen_by_anyone,
 )
 
-from stream_plugin import StreamingDataset
 from stream_plugin.errors import RemoteChangedError, StorageError
 from stream_plugin.storage import RemoteAccessDeniedError, RemoteNotFoundError
 
@@ -52,18 +52,6 @@ def debug_logs(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 @pytest.fixture
 def dataset_folder(tmp_path: Path) -> Path:
     return write_ids(tmp_path / "source", range(SAMPLES), size_limit=1 << 11)
-
-
-def read_ids(remote: str, local: Path, options: dict[str, Any]) -> tuple[StreamingDataset, list[int]]:
-    dataset = StreamingDataset(
-        remote=remote,
-        local=str(local),
-        storage_options=options,
-        batch_size=4,
-        download_retry=0,
-        download_timeout=10,
-    )
-    return dataset, sorted(int(sample["id"]) for sample in dataset)
 
 
 # --- where the secret is put ---------------------------------------------------------------------------

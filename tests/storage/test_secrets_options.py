@@ -5,16 +5,14 @@ URL. Each secret stays out of the error it causes."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.azure_sas import container_sas, signature_forms, with_wrong_signature
 from support.azure_server import ACCOUNT, AzureContainer
 from support.datasets import write_ids
 from support.s3_server import S3Bucket
-from support.secret_checks import assert_no_secrets, chain_text
+from support.secret_checks import assert_no_secrets, chain_text, read_ids
 
-from stream_plugin import StreamingDataset
 from stream_plugin.errors import ConfigError
 from stream_plugin.storage import RemoteAccessDeniedError, S3Store, open_store
 
@@ -27,18 +25,6 @@ S3_TOKEN = "s3-Option-Token-d93b61f0"
 @pytest.fixture
 def dataset_folder(tmp_path: Path) -> Path:
     return write_ids(tmp_path / "source", range(SAMPLES), size_limit=1 << 11)
-
-
-def read_ids(remote: str, local: Path, options: dict[str, Any]) -> tuple[StreamingDataset, list[int]]:
-    dataset = StreamingDataset(
-        remote=remote,
-        local=str(local),
-        storage_options=options,
-        batch_size=4,
-        download_retry=0,
-        download_timeout=10,
-    )
-    return dataset, sorted(int(sample["id"]) for sample in dataset)
 
 
 def test_s3_takes_boto3_option_names(s3_bucket: S3Bucket, dataset_folder: Path, tmp_path: Path) -> None:

@@ -129,3 +129,19 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def read_ids(remote: str, local: Path, options: dict[str, Any] | None = None) -> tuple[Any, list[int]]:
+    """A dataset over ``remote`` (no retries, a short timeout) and the sorted ids of one pass over it."""
+    from stream_plugin import StreamingDataset
+
+    dataset = StreamingDataset(
+        remote=remote,
+        local=str(local),
+        storage_options=options,
+        batch_size=4,
+        download_retry=0,
+        download_timeout=10,
+    )
+    return dataset, sorted(int(sample["id"]) for sample in dataset)
+
