@@ -18,7 +18,9 @@ from stream_plugin.order.mixing import StreamWeight
 from stream_plugin.reading.config import DatasetConfig
 
 
-def _positive(name: str, value: float | None, *, allow_zero: bool = False, allow_none: bool = False, fix: str) -> None:
+def _positive(
+    name: str, value: float | None, *, allow_zero: bool = False, allow_none: bool = False, fix: str
+) -> None:
     if value is None and allow_none:
         return
     bad = (
@@ -65,7 +67,9 @@ class Workload:
                 f"{list(self.shards_per_stream)}"
             )
         if num_shards == 0 or int(np.sum(self.samples_per_shard)) == 0:
-            raise ConfigError("Workload: expected at least one sample, found none; point it at a dataset with samples")
+            raise ConfigError(
+                "Workload: expected at least one sample, found none; point it at a dataset with samples"
+            )
         if self.config.batch_size is None:
             raise ConfigError(
                 "Workload.config.batch_size: expected the per-device batch size, found None; pass batch_size"
@@ -103,7 +107,9 @@ class Workload:
         check_int("samples_per_shard", samples_per_shard, minimum=1, fix="pass samples per shard")
         check_int("raw_bytes_per_shard", raw_bytes_per_shard, minimum=1, fix="pass the shard size in bytes")
         stored = raw_bytes_per_shard if stored_bytes_per_shard is None else stored_bytes_per_shard
-        check_int("stored_bytes_per_shard", stored, minimum=1, fix="pass the compressed size, or leave it unset")
+        check_int(
+            "stored_bytes_per_shard", stored, minimum=1, fix="pass the compressed size, or leave it unset"
+        )
         placed = raw_bytes_per_shard + (stored if keep_zip and stored_bytes_per_shard is not None else 0)
         return cls(
             samples_per_shard=np.full(shards, samples_per_shard, np.int64),
@@ -143,10 +149,21 @@ class Hardware:
         check_int("max_steps", self.max_steps, minimum=1, allow_none=True, fix="pass a step count or None")
         check_int("download_threads", self.download_threads, minimum=1, fix="pass 1 or more threads")
         check_int("prefetch_factor", self.prefetch_factor, minimum=1, fix="pass DataLoader prefetch_factor")
-        _positive("bandwidth", self.bandwidth, fix="pass the node's bandwidth in bytes per second, e.g. 1.25e9 for 10 Gbit/s")
+        _positive(
+            "bandwidth",
+            self.bandwidth,
+            fix="pass the node's bandwidth in bytes per second, e.g. 1.25e9 for 10 Gbit/s",
+        )
         _positive("latency", self.latency, allow_zero=True, fix="pass seconds to the first byte, e.g. 0.03")
-        _positive("rate_limit", self.rate_limit, allow_none=True, fix="pass requests per second, or None for no limit")
-        _positive("decompress_rate", self.decompress_rate, allow_none=True, fix="pass bytes per second, or None")
+        _positive(
+            "rate_limit",
+            self.rate_limit,
+            allow_none=True,
+            fix="pass requests per second, or None for no limit",
+        )
+        _positive(
+            "decompress_rate", self.decompress_rate, allow_none=True, fix="pass bytes per second, or None"
+        )
         for name in ("sample_time", "step_time", "step_time_per_sample"):
             _positive(name, getattr(self, name), allow_zero=True, fix="pass seconds")
 
@@ -257,8 +274,12 @@ class Simulation:
             ],
             "min_cache_limit_bytes": self.min_cache_limit,
             "shuffle": [
-                {"epoch": epoch, "spread_median": s.spread_median, "spread_mean": s.spread_mean,
-                 "shards_per_batch": s.shards_per_batch}
+                {
+                    "epoch": epoch,
+                    "spread_median": s.spread_median,
+                    "spread_mean": s.spread_mean,
+                    "shards_per_batch": s.shards_per_batch,
+                }
                 for epoch, s in enumerate(self.shuffle)
             ],
             "notes": list(self.notes),
