@@ -24,7 +24,7 @@ from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.storage import ObjectStore
 
 _MAX_OPEN_READERS = 16
-_DEFAULT_PREDOWNLOAD = 512
+DEFAULT_PREDOWNLOAD = 512  # samples ahead a worker downloads when predownload is None
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ class ShardAccess:
             self.prepare,
             len(self._entries),
             shard_ids,
-            predownload=_DEFAULT_PREDOWNLOAD if predownload is None else predownload,
+            predownload=DEFAULT_PREDOWNLOAD if predownload is None else predownload,
             evictable=any(spec.config.cache_limit is not None for spec in self._specs),
             more=more,
             prepare_ahead=self.prepare_ahead,  # a download ahead never fails for want of room: it waits
