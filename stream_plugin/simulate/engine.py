@@ -1,12 +1,385 @@
-"""The simulation itself (being written by the lead): ``simulate(workload, hardware) -> Simulation``."""
+"""The simulation: the real order's reads, the node caches and the store, step by step.
+
+The model, in the order a step happens:
+
+- **What a node needs.** ``reads.plan_reads`` gives each node the shards it reads in each epoch,
+  each with its first and last step (the real order code). A shard counts as in use from its first
+  to its last read of a pass: the model's grain is the step, not the sample.
+- **Prefetch.** A node's workers download ahead of their reading: the window reaches
+  ``L = max(workers, 1) x (ceil(predownload / batch_size) + prefetch_factor)`` steps past the
+  trainer's (each worker reads every ``workers``-th batch, keeps ``prefetch_factor`` batches ready,
+  and downloads the shards of its next ``predownload`` samples). A shard is released for download at
+  the start of the step ``L`` before its first read, earliest first.
+- **Downloads.** Each file is one GET. A node's downloads share its bandwidth first come, first
+  served; each waits ``latency`` for its first byte, and at most ``ranks x max(workers, 1) x
+  download_threads`` are in flight. A shard is ready once its files are in and decompressed
+  (``raw_bytes / decompress_rate``).
+- **Throttling.** With ``rate_limit`` the store admits one request per ``1 / rate_limit`` seconds
+  over the whole job (a bucket of one token); a request that comes sooner is answered 429 after the
+  latency and tried again after the mean of our backoff (``storage.retry.RetryPolicy``).
+- **Cache.** A node keeps what it downloaded across epochs. With ``cache_limit`` a download first
+  makes room, by the dataset's ``eviction`` policy: ``belady`` evicts the idle shard the node reads
+  again farthest ahead (never again first), and a download ahead of need waits rather than evict a
+  shard read before the one it brings; ``lru`` evicts the least recently used idle shard. A shard in
+  use is never evicted; a download that finds no room waits for the next step.
+- **Workers and steps.** Worker ``t mod workers`` of every rank builds batch ``t``: it starts once it
+  finished its previous batch and the trainer is within ``prefetch_factor`` of its batches, and takes
+  ``batch_size x sample_time`` once the batch's shards are ready. Steps are synchronous across all
+  ranks (DDP): step ``t`` starts when every node's batch is built and step ``t - 1`` ended, and
+  computes for ``step_time + batch_size x step_time_per_sample``.
+"""
 
 from __future__ import annotations
 
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stream_plugin.cache.future import NEVER
+from stream_plugin.errors import ConfigError
+from stream_plugin.reading.shard_access import DEFAULT_PREDOWNLOAD
 from stream_plugin.simulate.model import Hardware, Simulation, Workload
+from stream_plugin.simulate.reads import NodeEpoch, ReadPlan, plan_reads
+from stream_plugin.storage.retry import RetryPolicy
+
+_UNKNOWN = math.inf  # the ready time of a download not yet admitted by the store
+
+
+def window_steps(workload: Workload, hardware: Hardware) -> int:
+    """How many steps ahead of the trainer a node's workers download (see the module docstring)."""
+    batch_size = int(workload.config.batch_size or 1)
+    predownload = workload.config.predownload or DEFAULT_PREDOWNLOAD
+    return max(hardware.workers, 1) * (math.ceil(predownload / batch_size) + hardware.prefetch_factor)
+
+
+@dataclass
+class _Download:
+    node: int
+    shard: int
+    files_left: int
+    ready: float = _UNKNOWN
+    attempt: int = 1
+
+
+@dataclass(eq=False)
+class _Node:
+    """One node's demands (a shard's span in one pass), cache and link."""
+
+    index: int
+    shard: np.ndarray  # int64 (D,): demands in order of first read
+    first: np.ndarray  # int64 (D,)
+    last: np.ndarray  # int64 (D,)
+    download_of: np.ndarray  # int64 (D,): the download serving each demand, -1 until released
+    released: int = 0  # demands [0, released) have a download (or a cached copy)
+    resolved: int = 0  # demands [0, resolved) have a known ready time
+    link_free: float = 0.0  # when the node's link finishes the bytes it was given
+    in_flight: list[float] = field(default_factory=list)  # heap: ready times of admitted downloads
+    holding: dict[int, int] = field(default_factory=dict)  # shard -> its download (placed or in flight)
+    usage: int = 0
+    peak: int = 0
+    requests: int = 0
+    throttled: int = 0
+    bytes: int = 0
+    downloads: int = 0
+    failed: int = 0
+    uses_of: dict[int, np.ndarray] = field(default_factory=dict)  # shard -> its demands (with a limit)
+    last_read: dict[int, int] = field(default_factory=dict)  # shard -> the step of its latest read
+
+
+class _Run:
+    """The event loop over every node (see the module docstring)."""
+
+    def __init__(self, workload: Workload, hardware: Hardware, reads: ReadPlan) -> None:
+        self.workload = workload
+        self.hardware = hardware
+        self.reads = reads
+        config = workload.config
+        self.batch_size = int(config.batch_size or 1)
+        self.limit = config.cache_limit
+        self.policy = config.eviction
+        self.window = window_steps(workload, hardware)
+        ranks = hardware.devices_per_node // (config.replication or 1) or 1
+        self.slots = ranks * max(hardware.workers, 1) * hardware.download_threads
+        retry = workload.download_retry
+        self.retry = RetryPolicy.from_mosaic() if retry is None else RetryPolicy.from_mosaic(retry)
+        self.downloads: list[_Download] = []
+        self.events: list[tuple[float, int, int]] = []  # heap: (time, sequence, download)
+        self.sequence = 0
+        self.bucket_free = 0.0  # when the store admits its next request
+        self.nodes = [self._node(index) for index in range(hardware.nodes)]
+
+    # ------------------------------------------------------------------ set-up
+    def _node(self, index: int) -> _Node:
+        passes: list[NodeEpoch] = [epoch[index] for epoch in self.reads.epochs]
+        shard = np.concatenate([one.shards for one in passes]) if passes else np.zeros(0, np.int64)
+        first = np.concatenate([one.first for one in passes]) if passes else np.zeros(0, np.int64)
+        last = np.concatenate([one.last for one in passes]) if passes else np.zeros(0, np.int64)
+        if self.limit is None:  # a shard stays once downloaded: only its first pass needs it
+            _, keep = np.unique(shard, return_index=True)
+            keep.sort()
+            shard, first, last = shard[keep], first[keep], last[keep]
+        order = np.argsort(first, kind="stable")
+        node = _Node(index, shard[order], first[order], last[order], np.full(len(order), -1, np.int64))
+        if self.limit is not None:
+            by_shard = np.argsort(node.shard, kind="stable")
+            bounds = np.flatnonzero(np.diff(node.shard[by_shard])) + 1
+            for group in np.split(by_shard, bounds):
+                if len(group):
+                    node.uses_of[int(node.shard[group[0]])] = group
+        return node
+
+    # ------------------------------------------------------------------ the store
+    def _push(self, time: float, download: int) -> None:
+        heapq.heappush(self.events, (time, self.sequence, download))
+        self.sequence += 1
+
+    def _request(self, time: float, download: int) -> float | None:
+        """A request of ``download`` reaches the store at ``time``: admitted, or answered 429. Returns
+        when its next request goes out (a retry, or the shard's next file), None once it is ready."""
+        hw = self.hardware
+        workload = self.workload
+        item = self.downloads[download]
+        node = self.nodes[item.node]
+        if hw.rate_limit is not None:
+            if time < self.bucket_free:
+                node.throttled += 1
+                if item.attempt < self.retry.attempts:
+                    delay = self.retry.delay_cap(item.attempt) * (1.0 - self.retry.jitter / 2)
+                    item.attempt += 1
+                    return time + hw.latency + delay
+                node.failed += 1  # the real run raises here; the model lets the request through
+            self.bucket_free = max(time, self.bucket_free) + 1.0 / hw.rate_limit
+        item.attempt = 1
+        shard = item.shard
+        size = int(workload.stored_bytes[shard]) / int(workload.requests_per_shard[shard])
+        done = max(time + hw.latency, node.link_free) + size / hw.bandwidth
+        node.link_free = done
+        node.requests += 1
+        item.files_left -= 1
+        if item.files_left:
+            return done  # the shard's next file
+        if hw.decompress_rate is not None and workload.raw_bytes[shard] != workload.stored_bytes[shard]:
+            done += int(workload.raw_bytes[shard]) / hw.decompress_rate
+        item.ready = done
+        node.bytes += int(workload.stored_bytes[shard])
+        node.downloads += 1
+        heapq.heappush(node.in_flight, done)
+        return None
+
+    def _answer(self, time: float, download: int) -> None:
+        """Serve one request from the event queue, queueing the download's next one."""
+        following = self._request(time, download)
+        if following is not None:
+            self._push(following, download)
+
+    def _start(self, node: _Node, shard: int, time: float) -> int:
+        """Start downloading ``shard`` for ``node`` at ``time`` (after a free download slot)."""
+        while node.in_flight and node.in_flight[0] <= time:
+            heapq.heappop(node.in_flight)
+        if len(node.in_flight) >= self.slots:
+            time = max(time, heapq.heappop(node.in_flight))
+        download = len(self.downloads)
+        self.downloads.append(_Download(node.index, shard, int(self.workload.requests_per_shard[shard])))
+        if self.hardware.rate_limit is None:  # nothing to wait for but the link: no queue
+            following: float | None = time
+            while following is not None:
+                following = self._request(following, download)
+        else:
+            self._push(time, download)
+        node.holding[shard] = download
+        footprint = int(self.workload.footprint[shard])
+        node.usage += footprint
+        node.peak = max(node.peak, node.usage)
+        return download
+
+    def settle(self, until: float) -> None:
+        """Answer every request that reaches the store before ``until``."""
+        while self.events and self.events[0][0] <= until:
+            time, _, download = heapq.heappop(self.events)
+            self._answer(time, download)
+
+    def settle_node(self, node: _Node, step: int) -> float:
+        """Answer requests, in time order, until every demand of ``node`` read by ``step`` is ready;
+        return when the last of them is."""
+        ready = 0.0
+        while node.resolved < node.released and node.first[node.resolved] <= step:
+            download = self.downloads[int(node.download_of[node.resolved])]
+            while download.ready == _UNKNOWN:
+                if not self.events:
+                    raise ConfigError("simulate: a download was never admitted; this is a bug of the model")
+                time, _, waiting = heapq.heappop(self.events)
+                self._answer(time, waiting)
+            ready = max(ready, download.ready)
+            node.resolved += 1
+        return ready
+
+    # ------------------------------------------------------------------ the cache
+    def release(self, node: _Node, through: int, step: int, time: float) -> None:
+        """Give the demands of ``node`` first read by step ``through`` a download (or the cached copy),
+        in order, at ``time``; stop at one that finds no room."""
+        while node.released < len(node.shard) and node.first[node.released] <= through:
+            demand = node.released
+            shard = int(node.shard[demand])
+            held = node.holding.get(shard)
+            if held is None:
+                if self.limit is not None and not self._make_room(node, shard, int(node.first[demand]), step):
+                    return
+                held = self._start(node, shard, time)
+            node.download_of[demand] = held
+            node.released += 1
+
+    def _next_use(self, node: _Node, shard: int, step: int) -> int:
+        """The step this node next reads ``shard`` from ``step`` on: ``step`` while in use (its span
+        covers ``step``, or its next pass was released and awaits it), NEVER if never."""
+        uses = node.uses_of[shard]
+        after = uses[node.last[uses] >= step]
+        if not len(after):
+            return int(NEVER)
+        demand = int(after.min())
+        if demand < node.released:
+            return step
+        return max(int(node.first[demand]), step)
+
+    def _make_room(self, node: _Node, shard: int, needed_at: int, step: int) -> bool:
+        """Evict idle shards until ``shard`` fits under the limit; False where it must wait."""
+        assert self.limit is not None
+        need = int(self.workload.footprint[shard])
+        if need > self.limit:
+            raise ConfigError(
+                f"cache_limit: expected at least one shard's {need} bytes, found {self.limit}; raise cache_limit"
+            )
+        while node.usage + need > self.limit:
+            victim = self._victim(node, needed_at, step)
+            if victim is None:
+                return False
+            del node.holding[victim]
+            node.usage -= int(self.workload.footprint[victim])
+        return True
+
+    def _victim(self, node: _Node, needed_at: int, step: int) -> int | None:
+        """The idle placed shard the policy evicts first, or None (see the module docstring)."""
+        best: tuple[int, int] | None = None
+        for held, download in node.holding.items():
+            if self.downloads[download].ready == _UNKNOWN:
+                continue  # in flight
+            next_use = self._next_use(node, held, step)
+            if next_use <= step:
+                continue  # in use
+            if self.policy == "belady":
+                if next_use <= needed_at and needed_at > step:
+                    continue  # a download ahead never evicts what is read before it
+                key = -next_use
+            else:
+                key = node.last_read.get(held, -1)
+            if best is None or key < best[0]:
+                best = (key, held)
+        return None if best is None else best[1]
+
+    def mark_read(self, node: _Node, step: int) -> None:
+        """Note the step of each held shard's latest read (for LRU)."""
+        if self.limit is None or self.policy != "lru":
+            return
+        for shard in node.holding:
+            uses = node.uses_of[shard]
+            begun = uses[node.first[uses] <= step]
+            if len(begun):
+                node.last_read[shard] = int(min(node.last[begun].max(), step))
 
 
 def simulate(workload: Workload, hardware: Hardware) -> Simulation:
-    raise NotImplementedError("the engine lands in the next commit")
+    """Simulate the run of ``workload`` on ``hardware`` (see the module docstring for the model)."""
+    reads = plan_reads(workload, hardware)
+    run = _Run(workload, hardware, reads)
+    steps = len(reads.samples_per_step)
+    workers = max(hardware.workers, 1)
+    batch_size = run.batch_size
+    build = batch_size * hardware.sample_time
+    compute = hardware.step_time + batch_size * hardware.step_time_per_sample
+    credit = hardware.prefetch_factor * workers
+    worker_free = np.zeros((hardware.nodes, workers))  # when each node's worker w finishes its batch
+    start = np.zeros(steps)
+    end = np.zeros(steps)
+    wait = np.zeros(steps)
+    for node in run.nodes:
+        run.release(node, run.window, 0, 0.0)
+    previous_end = 0.0
+    for step in range(steps):
+        data_ready = np.zeros(hardware.nodes)
+        for node in run.nodes:
+            run.release(node, step, step, previous_end)  # what the window could not fetch ahead
+            if node.released < len(node.shard) and node.first[node.released] <= step:
+                raise ConfigError(
+                    f"cache_limit: expected room for every shard node {node.index} has in use at step {step} (the "
+                    f"simulation counts a shard in use from its first to its last read of a pass), found "
+                    f"{run.limit} bytes; raise cache_limit, or lower shuffle_block_size so that shards are read "
+                    "in shorter spans"
+                )
+            data_ready[node.index] = run.settle_node(node, step)
+        begin = worker_free[:, step % workers]
+        if step >= credit:
+            begin = np.maximum(begin, start[step - credit])
+        built = np.maximum(begin, data_ready) + build  # (N,)
+        worker_free[:, step % workers] = built
+        start[step] = max(previous_end, float(built.max()))
+        wait[step] = start[step] - previous_end
+        end[step] = previous_end = start[step] + compute
+        run.settle(start[step])
+        for node in run.nodes:
+            run.mark_read(node, step)
+            run.release(node, step + run.window, step, start[step])
+    notes = list(reads.notes)
+    failed = sum(node.failed for node in run.nodes)
+    if failed:
+        notes.append(
+            f"{failed} request(s) were throttled {run.retry.attempts} times in a row: the real run raises "
+            "there; raise download_retry or lower the request rate"
+        )
+    if workload.config.cache_limit is not None:
+        notes.append("cache: a shard counts as in use from its first to its last read of a pass (step grain)")
+    return Simulation(
+        workload=workload,
+        hardware=hardware,
+        step_start=start,
+        step_end=end,
+        wait=wait,
+        epoch_of_step=reads.epoch_of_step,
+        samples_per_step=reads.samples_per_step,
+        node_requests=np.array([node.requests for node in run.nodes], np.int64),
+        node_throttled=np.array([node.throttled for node in run.nodes], np.int64),
+        node_bytes=np.array([node.bytes for node in run.nodes], np.int64),
+        node_downloads=np.array([node.downloads for node in run.nodes], np.int64),
+        node_peak_cache=np.array([node.peak for node in run.nodes], np.int64),
+        min_cache_limit=min_cache_limit(workload, reads, run.window),
+        shuffle=reads.shuffle,
+        notes=tuple(notes),
+    )
 
 
-__all__ = ["simulate"]
+def min_cache_limit(workload: Workload, reads: ReadPlan, window: int) -> int:
+    """The smallest ``cache_limit`` under which no node downloads a shard twice: the most bytes a node
+    must hold at once, each shard from its release (``window`` steps before its first read) to its
+    last read of the run."""
+    steps = len(reads.samples_per_step)
+    peak = 0
+    for node in range(len(reads.epochs[0]) if reads.epochs else 0):
+        shard = np.concatenate([epoch[node].shards for epoch in reads.epochs])
+        first = np.concatenate([epoch[node].first for epoch in reads.epochs])
+        last = np.concatenate([epoch[node].last for epoch in reads.epochs])
+        if not len(shard):
+            continue
+        order = np.argsort(shard, kind="stable")
+        shard, first, last = shard[order], first[order], last[order]
+        starts = np.flatnonzero(np.r_[True, np.diff(shard) != 0])  # each shard's first entry
+        held_from = np.maximum(np.minimum.reduceat(first, starts) - window, 0)
+        held_to = np.maximum.reduceat(last, starts)
+        size = workload.footprint[shard[starts]].astype(np.int64)
+        change = np.zeros(steps + 1, np.int64)
+        np.add.at(change, held_from, size)
+        np.add.at(change, held_to + 1, -size)
+        peak = max(peak, int(np.cumsum(change).max()))
+    return peak
+
+
+__all__ = ["min_cache_limit", "simulate", "window_steps"]

@@ -51,6 +51,7 @@ class Workload:
     shards_per_stream: tuple[int, ...]
     config: DatasetConfig  # batch_size (per device) must be set
     weights: tuple[StreamWeight, ...] = ()  # one per stream; () means no stream sets a weight
+    download_retry: int | None = None  # retries after a failed request (429); None: the dataset's default
 
     def __post_init__(self) -> None:
         num_shards = len(self.samples_per_shard)
@@ -74,6 +75,9 @@ class Workload:
             raise ConfigError(
                 "Workload.config.batch_size: expected the per-device batch size, found None; pass batch_size"
             )
+        check_int(
+            "download_retry", self.download_retry, minimum=0, allow_none=True, fix="pass 0 or more retries"
+        )
         if self.weights and len(self.weights) != len(self.shards_per_stream):
             raise ConfigError(
                 f"Workload.weights: expected one per stream ({len(self.shards_per_stream)}), found {len(self.weights)}"

@@ -1,0 +1,255 @@
+"""What each node reads and when, from the real order: the spans of every shard, step by step.
+
+Each node reads its band of columns of every global batch, exactly what one rank of a job with one
+rank per node reads: ``EpochPlanner.rank_batch_pieces`` with that topology gives it, in pieces, as
+``reading.node_forecast`` plans it for Belady eviction. Read ``i`` of a node's pass falls in step
+``i // band`` (the band: the node's samples of one global batch). Each piece is reduced at once to
+each shard's first and last step, so memory follows the shard count, never the sample count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_plugin.errors import ConfigError
+from stream_plugin.order.mixing import samples_per_stream
+from stream_plugin.order.topology import Topology
+from stream_plugin.reading.dataset_compat import check_canonical_nodes
+from stream_plugin.reading.epochs import EpochPlanner
+from stream_plugin.reading.shard_table import ShardTable
+from stream_plugin.simulate.model import EpochShuffle, Hardware, Workload
+
+_UNREAD = np.iinfo(np.int64).max
+# Distinct shards per global batch are counted (a sort of every step's reads) up to this many reads
+# per epoch; above it the figure is left out and a note says so.
+_COUNT_BATCH_SHARDS_UP_TO = 100_000_000
+
+
+class Locator:
+    """Global sample id -> global shard id, vectorised, without a per-sample search.
+
+    A bucket table maps ``id >> shift`` to the first shard of that bucket; ids are then moved forward
+    past the shards that end before them (a few vectorised passes: a bucket is no wider than a
+    typical shard). Falls back to ``np.searchsorted`` where buckets would hold many shards.
+    """
+
+    _MAX_PASSES = 4
+
+    def __init__(self, samples_per_shard: np.ndarray) -> None:
+        counts = np.asarray(samples_per_shard, dtype=np.int64)
+        self._ends = np.cumsum(counts)  # (S,): first sample id after each shard
+        self._starts = self._ends - counts  # (S,)
+        nonzero = counts[counts > 0]
+        typical = int(np.median(nonzero)) if len(nonzero) else 1
+        self._shift = max(0, typical.bit_length() - 1)
+        total = int(self._ends[-1]) if len(counts) else 0
+        buckets = (total >> self._shift) + 1
+        # The first shard whose end lies past each bucket's first id (its shard, skipping empty ones).
+        self._first = np.searchsorted(
+            self._ends, np.arange(buckets, dtype=np.int64) << self._shift, side="right"
+        )
+        self._first = np.minimum(self._first, max(len(counts) - 1, 0))
+
+    def __call__(self, sample_ids: np.ndarray) -> np.ndarray:
+        """Shard ids of ``sample_ids``: int64 (n,)."""
+        ids = np.asarray(sample_ids, dtype=np.int64)
+        shards = self._first[ids >> self._shift]
+        for _ in range(self._MAX_PASSES):
+            past = self._ends[shards] <= ids
+            if not past.any():
+                return shards
+            shards = shards + past
+        return np.searchsorted(self._ends, ids, side="right")
+
+
+@dataclass(frozen=True)
+class NodeEpoch:
+    """The shards one node reads in one epoch: each shard once, with its first and last step.
+
+    Steps count from the start of the run (epoch offsets added). Arrays int64 (k,), ordered by first step.
+    """
+
+    shards: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Every node's reads of every epoch simulated, and the steps they fall in."""
+
+    epochs: tuple[tuple[NodeEpoch, ...], ...]  # [epoch][node]
+    epoch_steps: tuple[int, ...]  # steps of each epoch (its last may be partial)
+    samples_per_step: np.ndarray  # int64 (T,): samples of each global batch
+    epoch_of_step: np.ndarray  # int64 (T,)
+    shuffle: tuple[EpochShuffle, ...]
+    global_batch_size: int
+    num_canonical_nodes: int
+    notes: tuple[str, ...]
+
+
+def build_planner(workload: Workload) -> EpochPlanner:
+    """The dataset's own planner: its table, its epoch's samples per stream and its order settings."""
+    config = workload.config
+    counts = np.asarray(workload.samples_per_shard, np.int64)
+    edges = np.cumsum((0, *workload.shards_per_stream))
+    table = ShardTable.from_counts(
+        [counts[begin:end] for begin, end in zip(edges[:-1], edges[1:], strict=True)]
+    )
+    per_epoch = samples_per_stream(
+        table.samples_per_stream.tolist(),
+        list(workload.stream_weights),
+        epoch_size=config.epoch_size,
+        seed=config.shuffle_seed,
+    )
+    return EpochPlanner(table, per_epoch, config.order_settings)
+
+
+def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
+    """Each node's shard spans for every epoch of the run (up to ``hardware.max_steps``)."""
+    config = workload.config
+    batch_size = int(config.batch_size or 1)
+    data_parallel = config.data_parallel_size(hardware.world_size)
+    if data_parallel % hardware.nodes:
+        raise ConfigError(
+            f"replication: expected data-parallel ranks ({data_parallel}) that split evenly over the "
+            f"{hardware.nodes} nodes, found replication={config.replication}; use a replication that divides "
+            "devices_per_node"
+        )
+    global_batch = batch_size * data_parallel
+    band = global_batch // hardware.nodes  # the node's samples of one global batch
+    canonical = config.num_canonical_nodes or hardware.nodes
+    planner = build_planner(workload)
+    check_canonical_nodes(planner.epoch_size, canonical)
+    full, rest = planner.batch_counts(global_batch_size=global_batch, device_batch_size=batch_size)
+    steps = full + (1 if rest and not config.drop_last else 0)
+    if steps == 0:
+        raise ConfigError(
+            f"batch_size: expected an epoch of at least one global batch of {global_batch} samples "
+            f"(batch_size {batch_size} x {data_parallel} data-parallel ranks), found {planner.epoch_size} samples "
+            "per epoch with drop_last=True; lower batch_size or pass drop_last=False"
+        )
+    epoch_steps: list[int] = []
+    left = hardware.max_steps
+    for _ in range(hardware.epochs):
+        count = steps if left is None else min(steps, left)
+        if count <= 0:
+            break
+        epoch_steps.append(count)
+        if left is not None:
+            left -= count
+    sizes = np.full(steps, global_batch, np.int64)
+    if rest and not config.drop_last:
+        sizes[-1] = rest
+    locate = Locator(workload.samples_per_shard)
+    scratch_first = np.full(workload.num_shards, _UNREAD, np.int64)
+    scratch_last = np.full(workload.num_shards, -1, np.int64)
+    epochs: list[tuple[NodeEpoch, ...]] = []
+    shuffle: list[EpochShuffle] = []
+    notes: list[str] = []
+    offset = 0
+    for epoch, count in enumerate(epoch_steps):
+        count_shards = planner.epoch_size <= _COUNT_BATCH_SHARDS_UP_TO
+        per_step_shards = np.zeros(count, np.int64) if count_shards else None
+        nodes = []
+        for node in range(hardware.nodes):
+            pieces = planner.rank_batch_pieces(
+                epoch,
+                epoch_batch_size=global_batch,
+                num_canonical_nodes=canonical,
+                device_batch_size=band,
+                consumed=0,
+                global_batch_size=global_batch,
+                topology=Topology(num_nodes=hardware.nodes, rank=node),
+                drop_last=config.drop_last,
+            )
+            nodes.append(
+                _node_epoch(pieces, locate, band, count, offset, scratch_first, scratch_last, per_step_shards)
+            )
+        epochs.append(tuple(nodes))
+        shuffle.append(_shuffle_figures(nodes, offset, count, per_step_shards))
+        if per_step_shards is None and epoch == 0:
+            notes.append(
+                f"shards per batch not counted: an epoch of {planner.epoch_size} samples is above "
+                f"{_COUNT_BATCH_SHARDS_UP_TO}"
+            )
+        offset += count
+    total = sum(epoch_steps)
+    samples = (
+        np.concatenate([sizes[:count] for count in epoch_steps]) if epoch_steps else np.zeros(0, np.int64)
+    )
+    epoch_of_step = np.repeat(np.arange(len(epoch_steps), dtype=np.int64), epoch_steps)
+    assert len(samples) == total
+    return ReadPlan(
+        epochs=tuple(epochs),
+        epoch_steps=tuple(epoch_steps),
+        samples_per_step=samples,
+        epoch_of_step=epoch_of_step,
+        shuffle=tuple(shuffle),
+        global_batch_size=global_batch,
+        num_canonical_nodes=canonical,
+        notes=tuple(notes),
+    )
+
+
+def _node_epoch(
+    pieces: Iterator[np.ndarray],
+    locate: Locator,
+    band: int,
+    steps: int,
+    offset: int,
+    first: np.ndarray,
+    last: np.ndarray,
+    per_step_shards: np.ndarray | None,
+) -> NodeEpoch:
+    """Reduce one node's pass to each shard's first and last step (``first``/``last`` are scratch
+    arrays of every shard, left clean again)."""
+    read = 0
+    row_rest = np.zeros(0, np.int64)  # the reads of a step cut by the end of a piece
+    for sample_ids in pieces:
+        if read >= steps * band:
+            break
+        sample_ids = sample_ids[: steps * band - read]
+        shards = locate(sample_ids)  # (n,)
+        step = np.arange(read, read + len(shards), dtype=np.int64) // band  # (n,)
+        np.minimum.at(first, shards, step)
+        np.maximum.at(last, shards, step)
+        if per_step_shards is not None:
+            row_rest = _count_step_shards(
+                per_step_shards, read // band, np.concatenate([row_rest, shards]), band
+            )
+        read += len(shards)
+    if per_step_shards is not None and len(row_rest):
+        per_step_shards[read // band] += len(np.unique(row_rest))
+    ids = np.flatnonzero(first != _UNREAD)
+    begin, end = first[ids] + offset, last[ids] + offset
+    first[ids], last[ids] = _UNREAD, -1
+    order = np.argsort(begin, kind="stable")
+    return NodeEpoch(ids[order], begin[order], end[order])
+
+
+def _count_step_shards(per_step: np.ndarray, first_step: int, shards: np.ndarray, band: int) -> np.ndarray:
+    """Add the distinct shards of each whole step in ``shards`` (reads from the start of step
+    ``first_step``) to ``per_step``; return the reads of a last, cut step, for the next piece."""
+    whole = len(shards) // band
+    rows = np.sort(shards[: whole * band].reshape(whole, band), axis=1)  # (whole, band)
+    per_step[first_step : first_step + whole] += (rows[:, 1:] != rows[:, :-1]).sum(axis=1) + 1
+    return shards[whole * band :]
+
+
+def _shuffle_figures(
+    nodes: list[NodeEpoch], offset: int, steps: int, per_step_shards: np.ndarray | None
+) -> EpochShuffle:
+    spans = [(node.last - node.first) for node in nodes if len(node.shards)]
+    spread = np.concatenate(spans).astype(np.float64) / max(steps - 1, 1) if spans else np.zeros(1)
+    return EpochShuffle(
+        spread_median=float(np.median(spread)),
+        spread_mean=float(np.mean(spread)),
+        shards_per_batch=float(per_step_shards.mean()) if per_step_shards is not None else float("nan"),
+    )
+
+
+__all__ = ["Locator", "NodeEpoch", "ReadPlan", "build_planner", "plan_reads"]
