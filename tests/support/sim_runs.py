@@ -1,0 +1,90 @@
+"""Real training runs to hold the simulator against: ranks as processes, a throttling server as the store.
+
+``run_real`` starts ``tests/simulate/sim_rank.py`` once per rank (nodes x ranks per node, an env-var world
+as torchrun sets it), each node reading through its own group of the ``ThrottleServer``, and gathers what
+the ranks measured into a ``Measured`` run: step by step, the latest rank's times (every step waits for
+the slowest rank, as data parallelism does).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from support.ranks import launch_ranks
+from support.throttle_proxy import ThrottleServer
+
+REPO = Path(__file__).resolve().parents[2]
+RANK_SCRIPT = REPO / "tests" / "simulate" / "sim_rank.py"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A real run's steps. Seconds from the moment the loader's first iterator was created."""
+
+    wait: np.ndarray  # float64 (T,): the longest any rank waited for its batch after its previous step
+    start: np.ndarray  # float64 (T,): when each step's compute started (after the barrier; latest rank)
+    end: np.ndarray  # float64 (T,)
+    epoch_steps: tuple[int, ...]
+    batches: tuple[list[list[int]], ...]  # per rank: the sample ids of each of its batches
+
+    @property
+    def time_to_first_batch(self) -> float:
+        return float(self.start[0])
+
+    @property
+    def epoch_ends(self) -> np.ndarray:
+        """float64 (epochs,): when each epoch's last step ended."""
+        return self.end[np.cumsum(self.epoch_steps) - 1]
+
+    @property
+    def epoch_times(self) -> np.ndarray:
+        return np.diff(np.concatenate([[0.0], self.epoch_ends]))
+
+    def stalled_steps(self, tolerance: float) -> int:
+        return int(np.count_nonzero(self.wait > tolerance))
+
+
+def run_real(
+    server: ThrottleServer,
+    local: Path,
+    *,
+    nodes: int,
+    ranks_per_node: int,
+    workers: int,
+    device_batch: int,
+    epochs: int,
+    step_time: float = 0.0,
+    prefetch_factor: int = 2,
+    dataset: dict[str, Any] | None = None,
+    path: str = "ds",
+    timeout: float = 180,
+) -> Measured:
+    """Run the ranks to the end; ``dataset`` holds more ``StreamingDataset`` arguments (JSON values)."""
+    remote = server.remote("node{node}", path)
+    command = [sys.executable, str(RANK_SCRIPT), "--remote", remote, "--local", str(local)]
+    command += ["--device-batch", str(device_batch), "--workers", str(workers), "--epochs", str(epochs)]
+    command += ["--step-time", str(step_time), "--prefetch-factor", str(prefetch_factor)]
+    command += ["--dataset", json.dumps(dataset or {})]
+    outputs = launch_ranks(
+        command,
+        world=nodes * ranks_per_node,
+        ranks_per_node=ranks_per_node,
+        env={"PYTHONPATH": str(REPO)},
+        timeout=timeout,
+    )
+    steps = {len(output["got"]) for output in outputs}
+    assert len(steps) == 1, f"expected every rank to take the same number of steps, found {steps}"
+    got, start, end = (np.array([output[name] for output in outputs]) for name in ("got", "start", "end"))
+    previous_end = np.concatenate([np.zeros((len(outputs), 1)), end[:, :-1]], axis=1)  # (ranks, T)
+    return Measured(
+        wait=np.max(got - previous_end, axis=0),
+        start=np.max(start, axis=0),
+        end=np.max(end, axis=0),
+        epoch_steps=tuple(outputs[0]["epoch_steps"]),
+        batches=tuple(output["batches"] for output in outputs),
+    )
