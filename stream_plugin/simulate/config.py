@@ -286,6 +286,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "target_throughput",
+        "run",
+        "samples/s",
+        "with --tune: the mean throughput a setting must reach (unset: no stalled step)",
+        _number,
+        metavar="RATE",
+    ),
+    Option(
         "egress_price_per_gb",
         "run",
         "dollars per 10^9 bytes",

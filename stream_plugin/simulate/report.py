@@ -1,0 +1,422 @@
+"""What ``stream-plugin simulate`` shows: a table on the terminal, JSON, and a folder of plots with one
+self-contained HTML page (``write_report``: the PNGs embedded as base64 data URIs, so the page opens
+from disk and can be mailed as one file).
+
+The plots need matplotlib (``pip install 'stream-plugin[simulate]'``); the table, the JSON and the page
+itself do not.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stream_plugin.simulate.model import Simulation
+from stream_plugin.simulate.tune import TuneResult
+from stream_plugin.units import format_bytes
+
+# Per-node rows shown in full up to this many nodes; above it, the table shows min / median / max.
+_NODE_ROWS = 16
+# Steps drawn one by one up to this many; above it each point is the mean of a bin of steps.
+_PLOT_POINTS = 2000
+_PERCENTILES = (5, 50, 95)
+
+
+def format_seconds(seconds: float) -> str:
+    """``seconds`` for people: ``850 us``, ``12.3 ms``, ``4.56 s``, ``3m 12s``, ``2h 05m``."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {rest:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def _distribution(values: np.ndarray) -> dict[str, float]:
+    if not len(values):
+        return {"min": 0.0, "max": 0.0, **{f"p{p}": 0.0 for p in _PERCENTILES}}
+    points = np.percentile(values, _PERCENTILES)
+    return {
+        "min": float(values.min()),
+        **{f"p{p}": float(point) for p, point in zip(_PERCENTILES, points)},
+        "max": float(values.max()),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses, numpy scalars and tuples as JSON values."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return _plain(asdict(value))
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def inputs(simulation: Simulation) -> dict[str, Any]:
+    """What was simulated: the hardware, the data's shape and the dataset's settings."""
+    workload = simulation.workload
+    return {
+        "hardware": _plain(simulation.hardware),
+        "data": {
+            "streams": len(workload.shards_per_stream),
+            "shards": workload.num_shards,
+            "samples": workload.num_samples,
+            "stored_bytes": int(workload.stored_bytes.sum()),
+            "raw_bytes": int(workload.raw_bytes.sum()),
+        },
+        "dataset": _plain(workload.config),
+    }
+
+
+def summary(simulation: Simulation, *, price_per_gb: float = 0.0) -> dict[str, Any]:
+    """``Simulation.summary`` with the inputs and the spread of the per-step figures: what ``--json`` prints."""
+    return {
+        **simulation.summary(price_per_gb),
+        "egress_price_per_gb": price_per_gb,
+        "throughput_per_step_samples_per_s": _distribution(simulation.throughput),
+        "wait_per_step_s": _distribution(simulation.wait),
+        "epochs": int(simulation.epoch_of_step.max()) + 1 if simulation.num_steps else 0,
+        "inputs": inputs(simulation),
+    }
+
+
+def to_json(simulation: Simulation, *, price_per_gb: float = 0.0) -> str:
+    return json.dumps(summary(simulation, price_per_gb=price_per_gb), indent=2)
+
+
+# ---------------------------------------------------------------------------------------- the table
+def _aligned(rows: Sequence[Sequence[str]], indent: str = "  ", *, numbers: bool = True) -> list[str]:
+    """Rows of cells: the first column left-aligned, the others right-aligned (left too unless ``numbers``)."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return [
+        indent
+        + "  ".join(
+            cell.ljust(width) if column == 0 or not numbers else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(row, widths))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _node_rows(figures: Mapping[str, Any]) -> list[list[str]]:
+    nodes = figures["nodes"]
+    columns: list[tuple[str, Callable[[int], str]]] = [
+        ("requests", lambda value: f"{value:,}"),
+        ("throttled", lambda value: f"{value:,}"),
+        ("downloads", lambda value: f"{value:,}"),
+        ("bytes", format_bytes),
+        ("peak_cache_bytes", format_bytes),
+    ]
+    header = ["node", "requests", "throttled (429)", "downloads", "egress", "peak cache"]
+    if len(nodes) <= _NODE_ROWS:
+        body = [[str(node["node"]), *(show(node[key]) for key, show in columns)] for node in nodes]
+    else:
+        body = []
+        for label, pick in (("min", np.min), ("median", np.median), ("max", np.max)):
+            body.append([label, *(show(int(pick([node[key] for node in nodes]))) for key, show in columns)])
+    return [header, *body]
+
+
+def format_table(simulation: Simulation, *, price_per_gb: float = 0.0) -> str:
+    """The run's figures as aligned plain text, for the terminal."""
+    figures = summary(simulation, price_per_gb=price_per_gb)
+    hw = simulation.hardware
+    throughput = figures["throughput_per_step_samples_per_s"]
+    steps = figures["steps"]
+    cache_limit = simulation.workload.config.cache_limit
+    lines = [
+        f"simulated: {steps:,} steps, {figures['epochs']} epoch(s), {hw.nodes} node(s) x "
+        f"{hw.devices_per_node} device(s) x {hw.workers} worker(s)",
+        *_aligned(
+            [
+                ["total time", format_seconds(figures["total_time_s"])],
+                ["time to first batch", format_seconds(figures["time_to_first_batch_s"])],
+                [
+                    "stalled steps",
+                    f"{figures['stalled_steps']:,} of {steps:,} (waited {format_seconds(figures['total_wait_s'])} in all)",
+                ],
+                [
+                    "throughput",
+                    f"{figures['mean_throughput_samples_per_s']:,.1f} samples/s overall; per step "
+                    f"p5 {throughput['p5']:,.1f}, median {throughput['p50']:,.1f}, p95 {throughput['p95']:,.1f}",
+                ],
+                [
+                    "egress",
+                    f"{format_bytes(figures['egress_bytes'])} in {figures['requests']:,} requests "
+                    f"({figures['throttled_requests']:,} answered 429), ${figures['egress_cost']:,.2f} "
+                    f"at ${price_per_gb:g}/GB",
+                ],
+                [
+                    "cache",
+                    f"peak {format_bytes(max(node['peak_cache_bytes'] for node in figures['nodes']))} on a node; "
+                    f"cache_limit {'unset' if cache_limit is None else format_bytes(cache_limit)}; smallest "
+                    f"without extra egress {format_bytes(figures['min_cache_limit_bytes'])}",
+                ],
+            ],
+            numbers=False,
+        ),
+        "",
+        "per node:",
+        *_aligned(_node_rows(figures)),
+        "",
+        "shuffle quality:",
+        *_aligned(
+            [
+                ["epoch", "shard spread (median)", "(mean)", "shards per global batch"],
+                *(
+                    [
+                        str(epoch["epoch"]),
+                        f"{epoch['spread_median']:.3f}",
+                        f"{epoch['spread_mean']:.3f}",
+                        f"{epoch['shards_per_batch']:.1f}",
+                    ]
+                    for epoch in figures["shuffle"]
+                ),
+            ]
+        ),
+    ]
+    if figures["notes"]:
+        lines += ["", "notes:", *(f"  - {note}" for note in figures["notes"])]
+    return "\n".join(lines) + "\n"
+
+
+def format_tuning(result: TuneResult, *, shown: int = 10) -> str:
+    """``--tune``'s ranking (best first; ``tune``'s order) as aligned plain text."""
+    rows = [["rank", "qualifies", "predownload", "workers", "cache_limit", "shuffle_block_size"]]
+    rows[0] += ["total time", "stalled steps", "egress", "cost", "peak cache"]
+    for rank, candidate in enumerate(result.candidates[:shown], start=1):
+        setting, simulation = candidate.setting, candidate.simulation
+        rows.append(
+            [
+                str(rank),
+                "yes" if candidate.qualifies else "no",
+                str(setting.predownload),
+                str(setting.num_workers),
+                "unset" if setting.cache_limit is None else format_bytes(setting.cache_limit),
+                "default" if setting.shuffle_block_size is None else f"{setting.shuffle_block_size:,}",
+                format_seconds(simulation.total_time),
+                f"{simulation.stalled_steps:,}",
+                format_bytes(simulation.egress_bytes),
+                f"${candidate.cost:,.2f}",
+                format_bytes(int(simulation.node_peak_cache.max()) if len(simulation.node_peak_cache) else 0),
+            ]
+        )
+    goal = (
+        "no stalled step"
+        if result.target_throughput is None
+        else f"at least {result.target_throughput:,.1f} samples/s"
+    )
+    lines = [
+        f"tuned: {len(result.candidates)} settings simulated, "
+        f"{sum(candidate.qualifies for candidate in result.candidates)} reach {goal}",
+        *_aligned(rows),
+    ]
+    if len(result.candidates) > shown:
+        lines.append(f"  ... {len(result.candidates) - shown} more (--json lists the best and runners-up)")
+    if result.refused:
+        lines += ["", "refused by the simulation:"]
+        lines += [f"  - {setting.to_dict()}: {reason}" for setting, reason in result.refused]
+    if result.best is None:
+        lines += ["", f"no setting reaches {goal}: add nodes or bandwidth, or lower the target"]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------- plots
+def _binned(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(steps, mean, min)`` of ``values`` in at most ``_PLOT_POINTS`` bins of consecutive steps."""
+    steps = len(values)
+    if steps <= _PLOT_POINTS:
+        return np.arange(steps), values, values
+    edges = np.linspace(0, steps, _PLOT_POINTS + 1).astype(np.int64)
+    starts = edges[:-1]  # (bins,)
+    means = np.add.reduceat(values, starts) / np.diff(edges)
+    return starts, means, np.minimum.reduceat(values, starts)
+
+
+def require_plotting() -> None:
+    """Raise ``MissingDependencyError`` naming the ``simulate`` extra when matplotlib is missing."""
+    from stream_plugin.extras import require_extra
+
+    require_extra("matplotlib", extra="simulate", needed_by="stream-plugin simulate --report (its plots)")
+
+
+def plots(simulation: Simulation) -> dict[str, bytes]:
+    """The report's figures as PNG bytes, by file name (needs matplotlib)."""
+    require_plotting()
+    return {
+        "throughput.png": _png(_plot_throughput, simulation),
+        "wait.png": _png(_plot_wait, simulation),
+        "egress.png": _png(_plot_egress, simulation),
+        "cache.png": _png(_plot_cache, simulation),
+    }
+
+
+def _png(draw: Callable[[Any, Simulation], None], simulation: Simulation) -> bytes:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 3.2), dpi=100, layout="constrained")
+    draw(figure.add_subplot(), simulation)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _epoch_lines(axes: Any, simulation: Simulation) -> None:
+    starts = np.flatnonzero(np.diff(simulation.epoch_of_step)) + 1
+    for start in starts:
+        axes.axvline(start, color="grey", linestyle=":", linewidth=1)
+
+
+def _plot_throughput(axes: Any, simulation: Simulation) -> None:
+    steps, mean, low = _binned(simulation.throughput)
+    axes.plot(steps, mean, linewidth=1, label="samples/s")
+    if len(steps) < simulation.num_steps:
+        axes.fill_between(steps, low, mean, alpha=0.3, label="slowest step of each bin")
+    hw = simulation.hardware
+    compute = hw.step_time + hw.step_time_per_sample * (simulation.workload.config.batch_size or 1)
+    if compute > 0 and simulation.num_steps:
+        axes.axhline(
+            float(simulation.samples_per_step.max()) / compute,
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label="compute bound",
+        )
+    _epoch_lines(axes, simulation)
+    axes.set(title="Throughput per step", xlabel="step", ylabel="samples per second")
+    axes.set_ylim(bottom=0)
+    axes.legend(loc="lower right", fontsize="small")
+
+
+def _plot_wait(axes: Any, simulation: Simulation) -> None:
+    steps, mean, _ = _binned(simulation.wait)
+    axes.plot(steps, mean, linewidth=1, color="tab:red", label="wait per step (s)")
+    axes.set(title="Time each step waited for data", xlabel="step", ylabel="seconds")
+    _epoch_lines(axes, simulation)
+    total = axes.twinx()
+    total.plot(np.arange(simulation.num_steps), np.cumsum(simulation.wait), color="tab:grey", linewidth=1)
+    total.set_ylabel("total wait (s)", color="tab:grey")
+    total.set_ylim(bottom=0)
+
+
+def _node_axis(axes: Any, nodes: np.ndarray, heights: np.ndarray) -> None:
+    """Whole node numbers on the x axis, and room above the bars for the legend and labels."""
+    from matplotlib.ticker import MaxNLocator
+
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_ylim(0, max(float(heights.max()) if len(heights) else 0.0, 1e-9) * 1.3)
+
+
+def _plot_egress(axes: Any, simulation: Simulation) -> None:
+    nodes = np.arange(len(simulation.node_bytes))
+    _node_axis(axes, nodes, simulation.node_bytes / 2**30)
+    axes.bar(nodes, simulation.node_bytes / 2**30, color="tab:blue")
+    axes.set(title="Egress per node", xlabel="node", ylabel="GiB downloaded")
+    for node, (size, requests) in enumerate(zip(simulation.node_bytes, simulation.node_requests)):
+        if len(nodes) <= _NODE_ROWS:
+            axes.annotate(
+                f"{int(requests):,} req", (node, size / 2**30), ha="center", va="bottom", fontsize="small"
+            )
+
+
+def _plot_cache(axes: Any, simulation: Simulation) -> None:
+    nodes = np.arange(len(simulation.node_peak_cache))
+    axes.bar(nodes, simulation.node_peak_cache / 2**30, color="tab:green", label="peak occupancy")
+    axes.axhline(
+        simulation.min_cache_limit / 2**30,
+        color="black",
+        linestyle="--",
+        label="smallest limit, no extra egress",
+    )
+    limit = simulation.workload.config.cache_limit
+    if limit is not None:
+        axes.axhline(limit / 2**30, color="tab:red", linestyle=":", label="cache_limit")
+    axes.set(title="Cache per node", xlabel="node", ylabel="GiB")
+    tallest = max(simulation.node_peak_cache.max(initial=0), simulation.min_cache_limit, limit or 0)
+    _node_axis(axes, nodes, np.array([tallest / 2**30]))
+    axes.legend(loc="upper right", fontsize="small", ncols=3)
+
+
+# ---------------------------------------------------------------------------------------- the page
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+td, th { padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+img { max-width: 100%; }
+pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; }
+"""
+
+
+def _html_table(rows: Sequence[Sequence[str]]) -> str:
+    head, *body = rows
+    header = "".join(f"<th>{html.escape(cell)}</th>" for cell in head)
+    lines = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in body
+    )
+    return f"<table><tr>{header}</tr>{lines}</table>"
+
+
+def render_html(simulation: Simulation, images: Mapping[str, bytes], *, price_per_gb: float = 0.0) -> str:
+    """The report page: the figures, the plots as ``data:`` URIs and the inputs; nothing outside it."""
+    figures = summary(simulation, price_per_gb=price_per_gb)
+    pictures = "".join(
+        f"<h2>{html.escape(name.removesuffix('.png').capitalize())}</h2>"
+        f'<img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(data).decode("ascii")}">'
+        for name, data in images.items()
+    )
+    notes = "".join(f"<li>{html.escape(note)}</li>" for note in figures["notes"])
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>stream-plugin simulate</title><style>{_STYLE}</style></head><body>"
+        "<h1>stream-plugin simulate</h1>"
+        f"<pre>{html.escape(format_table(simulation, price_per_gb=price_per_gb))}</pre>"
+        f"{pictures}" + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "") + "<h2>Inputs</h2>"
+        f"<pre>{html.escape(json.dumps(figures['inputs'], indent=2))}</pre>"
+        "</body></html>\n"
+    )
+
+
+def write_report(simulation: Simulation, folder: str | Path, *, price_per_gb: float = 0.0) -> Path:
+    """Write the plots (PNG), ``summary.json`` and ``index.html`` (self-contained) into ``folder``;
+    return the page's path."""
+    out = Path(folder)
+    images = plots(simulation)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in images.items():
+        (out / name).write_bytes(data)
+    (out / "summary.json").write_text(to_json(simulation, price_per_gb=price_per_gb) + "\n")
+    page = out / "index.html"
+    page.write_text(render_html(simulation, images, price_per_gb=price_per_gb), encoding="utf-8")
+    return page
+
+
+__all__ = [
+    "format_seconds",
+    "format_table",
+    "format_tuning",
+    "inputs",
+    "plots",
+    "render_html",
+    "require_plotting",
+    "summary",
+    "to_json",
+    "write_report",
+]
