@@ -32,6 +32,8 @@ _PERCENTILES = (5, 50, 95)
 
 def format_seconds(seconds: float) -> str:
     """``seconds`` for people: ``850 us``, ``12.3 ms``, ``4.56 s``, ``3m 12s``, ``2h 05m``."""
+    if seconds == 0:
+        return "0 s"
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f} us"
     if seconds < 1:
@@ -160,8 +162,12 @@ def format_table(simulation: Simulation, *, price_per_gb: float = 0.0) -> str:
                 [
                     "egress",
                     f"{format_bytes(figures['egress_bytes'])} in {figures['requests']:,} requests "
-                    f"({figures['throttled_requests']:,} answered 429), ${figures['egress_cost']:,.2f} "
-                    f"at ${price_per_gb:g}/GB",
+                    f"({figures['throttled_requests']:,} answered 429), "
+                    + (
+                        f"${figures['egress_cost']:,.2f} at ${price_per_gb:g}/GB"
+                        if price_per_gb
+                        else "cost: pass --egress-price-per-gb"
+                    ),
                 ],
                 [
                     "cache",
