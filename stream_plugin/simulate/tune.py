@@ -3,11 +3,15 @@ cheapest setting that never stalls (or that reaches a target throughput).
 
 The search runs the real simulation for each setting, in two stages, so that it stays bounded:
 
+A setting **qualifies** when no step after the first waits for data (the first step's wait is the
+start-up, reported as ``time_to_first_batch``), or, with ``target_throughput``, when its mean throughput
+(samples per second over the run, start-up included) reaches the target.
+
 1. **Throughput.** Every combination of ``predownload`` x ``num_workers`` x ``shuffle_block_size`` with
    the grid's largest cache (``None``, no limit, by default). A cache limit only adds downloads (a shard
    evicted and read again is downloaded again), so a setting that stalls with the largest cache stalls
    with a smaller one too.
-2. **Cost.** The ``finalists`` best settings of stage 1 again with each smaller ``cache_limit`` of the
+2. **Cost.** The ``finalists`` best qualifying settings of stage 1 again with each smaller ``cache_limit`` of the
    grid, and with the ``min_cache_limit`` their first run reported (the smallest cache that downloads no
    shard twice, so the same egress as no limit).
 
@@ -140,6 +144,12 @@ class TuneGrid:
         return None if None in self.cache_limit else max(v for v in self.cache_limit if v is not None)
 
 
+def stalls_after_first_batch(simulation: Simulation) -> int:
+    """Steps after the first that waited for data (``Simulation.stalled_steps`` also counts the first
+    step's wait, the start-up, which no setting avoids: the first shards must be downloaded)."""
+    return int(np.count_nonzero(simulation.wait[1:] > simulation.stall_tolerance))
+
+
 def mean_throughput(simulation: Simulation) -> float:
     """Samples per second over the whole run (``Simulation.summary``'s figure)."""
     return float(simulation.summary()["mean_throughput_samples_per_s"])
@@ -168,7 +178,7 @@ class Candidate:
             "qualifies": self.qualifies,
             "cost": self.cost,
             "egress_bytes": sim.egress_bytes,
-            "stalled_steps": sim.stalled_steps,
+            "stalled_steps": stalls_after_first_batch(sim),
             "total_wait_s": sim.total_wait,
             "total_time_s": sim.total_time,
             "time_to_first_batch_s": sim.time_to_first_batch,
@@ -221,7 +231,8 @@ def tune(
     finalists: int = DEFAULT_FINALISTS,
 ) -> TuneResult:
     """Search the grid (``TuneGrid.for_workload`` by default) for the cheapest setting that qualifies:
-    no stalled step, or a mean throughput (samples/s) of at least ``target_throughput`` when given."""
+    no stalled step after the first, or a mean throughput (samples/s) of at least ``target_throughput``
+    when given."""
     if target_throughput is not None and not (math.isfinite(target_throughput) and target_throughput > 0):
         raise ConfigError(
             f"target_throughput: expected samples per second > 0 or None, found {target_throughput!r}; "
@@ -239,7 +250,7 @@ def tune(
     search = _Search(workload, hardware, target_throughput, price_per_gb)
     for predownload, workers, block in grid.throughput_settings():
         search.run(Setting(predownload, workers, grid.largest_cache, block))
-    for finalist in search.ranked()[:finalists]:
+    for finalist in [candidate for candidate in search.ranked() if candidate.qualifies][:finalists]:
         smaller = {cache for cache in grid.cache_limit if cache is not None and cache != grid.largest_cache}
         smaller.add(finalist.simulation.min_cache_limit)
         for cache in sorted(cache for cache in smaller if cache > 0):
@@ -270,7 +281,7 @@ class _Search:
         except ConfigError as error:  # e.g. a cache_limit too small for this many readers
             self.refused.append((setting, str(error)))
             return
-        qualifies = simulation.stalled_steps == 0 or (
+        qualifies = stalls_after_first_batch(simulation) == 0 or (
             self.target is not None and mean_throughput(simulation) >= self.target
         )
         self.done[setting] = Candidate(setting, simulation, qualifies, simulation.cost(self.price_per_gb))
@@ -293,4 +304,12 @@ def _sorted_none_last(values: set[int | None]) -> tuple[int | None, ...]:
     return (*sorted(value for value in values if value is not None), *((None,) if None in values else ()))
 
 
-__all__ = ["Candidate", "Setting", "TuneGrid", "TuneResult", "smallest_cache_limit", "tune"]
+__all__ = [
+    "Candidate",
+    "Setting",
+    "TuneGrid",
+    "TuneResult",
+    "smallest_cache_limit",
+    "stalls_after_first_batch",
+    "tune",
+]

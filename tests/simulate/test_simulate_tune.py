@@ -1,0 +1,204 @@
+"""``simulate.tune``: the search over predownload, workers, cache limit and shuffle block, on small
+workloads whose answer is known."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from stream_plugin.errors import ConfigError
+from stream_plugin.reading.config import DatasetConfig
+from stream_plugin.simulate import Hardware, Workload, simulate
+from stream_plugin.simulate.tune import (
+    Setting,
+    TuneGrid,
+    smallest_cache_limit,
+    stalls_after_first_batch,
+    tune,
+)
+
+SHARD_BYTES = 1_000_000
+SAMPLES_PER_SHARD = 100
+BATCH = 10
+# One shard takes 5 s to download and is read in 10 steps of 1 s: the bandwidth keeps up only when the
+# next shard's download starts at least 5 steps (50 samples) before the reader reaches it.
+BANDWIDTH = SHARD_BYTES / 5.0
+
+
+def bandwidth_bound(*, shards: int = 8, epochs: int = 1) -> tuple[Workload, Hardware]:
+    workload = Workload.synthetic(
+        shards=shards,
+        samples_per_shard=SAMPLES_PER_SHARD,
+        raw_bytes_per_shard=SHARD_BYTES,
+        config=DatasetConfig(batch_size=BATCH),
+    )
+    hardware = Hardware(
+        nodes=1, devices_per_node=1, workers=1, bandwidth=BANDWIDTH, step_time=1.0, epochs=epochs
+    )
+    return workload, hardware
+
+
+def grid(
+    predownload: tuple[int, ...] = (10,),
+    num_workers: tuple[int, ...] = (1,),
+    cache_limit: tuple[int | None, ...] = (None,),
+    shuffle_block_size: tuple[int | None, ...] = (None,),
+) -> TuneGrid:
+    return TuneGrid(predownload, num_workers, cache_limit, shuffle_block_size)
+
+
+def test_tune_picks_the_smallest_predownload_that_keeps_up_with_a_slow_link() -> None:
+    workload, hardware = bandwidth_bound()
+    result = tune(workload, hardware, grid=grid(predownload=(10, 20, 40, 80)))
+    assert result.best is not None
+    assert result.best.setting.predownload == 40
+    assert {c.setting.predownload for c in result.candidates if c.qualifies} == {40, 80}
+    short = [c for c in result.candidates if c.setting.predownload == 10]
+    assert short and not short[0].qualifies and stalls_after_first_batch(short[0].simulation) > 0
+
+
+def test_tune_reports_no_best_when_no_setting_keeps_up_and_ranks_the_least_waiting_first() -> None:
+    workload, hardware = bandwidth_bound()
+    result = tune(workload, hardware, grid=grid(predownload=(10, 20)))
+    assert result.best is None
+    waits = [candidate.simulation.total_wait for candidate in result.candidates]
+    assert waits == sorted(waits) and len(waits) == 2
+    assert result.runners_up(5) == result.candidates
+
+
+def test_tune_accepts_a_stalling_setting_that_reaches_the_target_throughput() -> None:
+    workload, hardware = bandwidth_bound()
+    stalling = simulate(*Setting(10, 1, None, None).apply(workload, hardware))
+    throughput = stalling.summary()["mean_throughput_samples_per_s"]
+    assert stalls_after_first_batch(stalling) > 0
+    result = tune(workload, hardware, target_throughput=throughput * 0.99, grid=grid(predownload=(10, 80)))
+    assert result.best is not None and result.best.setting.predownload == 10
+    assert stalls_after_first_batch(result.best.simulation) > 0
+
+
+def test_tune_prefers_the_smallest_cache_that_downloads_no_more() -> None:
+    workload, hardware = bandwidth_bound(epochs=2)
+    floor = smallest_cache_limit(workload, devices_per_node=1, workers=1)
+    result = tune(
+        workload, hardware, price_per_gb=0.1, grid=grid(predownload=(80,), cache_limit=(floor, None))
+    )
+    assert result.best is not None
+    best, unlimited = result.best, next(c for c in result.candidates if c.setting.cache_limit is None)
+    # Epoch 2 reads shards 0..7 again after shard 7: only a cache of all 8 downloads each once.
+    assert best.setting.cache_limit == unlimited.simulation.min_cache_limit == 8 * SHARD_BYTES
+    assert best.simulation.egress_bytes == unlimited.simulation.egress_bytes == 8 * SHARD_BYTES
+    smallest = next(c for c in result.candidates if c.setting.cache_limit == floor)
+    assert smallest.simulation.egress_bytes > best.simulation.egress_bytes
+    assert smallest.cost > best.cost
+
+
+def test_tune_tries_the_reported_minimum_cache_of_a_qualifying_setting() -> None:
+    workload, hardware = bandwidth_bound()
+    result = tune(workload, hardware, grid=grid(predownload=(10, 80)))
+    # One epoch read in order: two shards at a time (the one read and the one downloaded next).
+    assert [c.setting.cache_limit for c in result.candidates if c.setting.predownload == 80] == [
+        2 * SHARD_BYTES,
+        None,
+    ]
+    assert [c.setting.cache_limit for c in result.candidates if c.setting.predownload == 10] == [None]
+
+
+def test_tune_cost_is_the_egress_at_the_price() -> None:
+    workload, hardware = bandwidth_bound()
+    result = tune(workload, hardware, price_per_gb=0.09, grid=grid(predownload=(80,)))
+    assert result.best is not None
+    for candidate in result.candidates:
+        assert candidate.cost == pytest.approx(candidate.simulation.egress_bytes / 1e9 * 0.09)
+    assert result.summary()["best"]["cost"] == result.best.cost == pytest.approx(8 * SHARD_BYTES / 1e9 * 0.09)
+
+
+def test_tune_breaks_ties_with_fewer_workers_and_smaller_predownload() -> None:
+    workload, hardware = bandwidth_bound()
+    result = tune(workload, hardware, grid=grid(predownload=(80, 90), num_workers=(1, 2)))
+    assert result.best is not None
+    assert (result.best.setting.num_workers, result.best.setting.predownload) == (1, 80)
+
+
+def test_tune_summary_lists_the_best_and_the_runners_up_with_their_costs() -> None:
+    workload, hardware = bandwidth_bound()
+    result = tune(workload, hardware, price_per_gb=0.05, grid=grid(predownload=(10, 80, 90)))
+    summary = result.summary(runners_up=2)
+    assert summary["simulated"] == 5 and summary["qualifying"] == 4
+    assert (summary["best"]["predownload"], summary["best"]["cache_limit"]) == (80, 2 * SHARD_BYTES)
+    # predownload 90 looks 11 steps ahead (engine.window_steps): past the next shard's 10, so three shards.
+    assert [(row["predownload"], row["cache_limit"]) for row in summary["runners_up"]] == [
+        (90, 3 * SHARD_BYTES),
+        (80, None),
+    ]
+    assert all(
+        row["cost"] == pytest.approx(0.0004) and row["stalled_steps"] == 0 for row in summary["runners_up"]
+    )
+
+
+def test_tune_lists_a_setting_the_simulation_refuses() -> None:
+    workload, hardware = bandwidth_bound()
+    result = tune(workload, hardware, grid=grid(predownload=(80,), cache_limit=(1, None)))
+    assert [setting.cache_limit for setting, _ in result.refused] == [1]
+    assert "cache_limit" in result.refused[0][1]
+
+
+def test_tune_leaves_the_inputs_unchanged() -> None:
+    workload, hardware = bandwidth_bound()
+    tune(workload, hardware, grid=grid(predownload=(10, 80), num_workers=(1, 2)))
+    assert workload.config.predownload is None and hardware.workers == 1
+
+
+def test_tune_grid_for_workload_is_derived_from_the_batch_the_share_and_the_block() -> None:
+    workload = Workload.synthetic(
+        shards=64,
+        samples_per_shard=1_000,
+        raw_bytes_per_shard=SHARD_BYTES,
+        config=DatasetConfig(
+            batch_size=16, shuffle=True, shuffle_block_size=8_000, cache_limit=40 * SHARD_BYTES
+        ),
+    )
+    hardware = Hardware(nodes=2, devices_per_node=1, workers=3)
+    found = TuneGrid.for_workload(workload, hardware)
+    assert found.predownload == (32, 128, 512)
+    assert found.num_workers == (1, 2, 3, 4, 8)
+    floor = smallest_cache_limit(workload, devices_per_node=1, workers=8)
+    assert floor == 16 * SHARD_BYTES  # 8 readers x 2 shards
+    # The node's share (32 shards), half of it, a quarter raised to the floor, the configured 40, no limit.
+    assert found.cache_limit == (16 * SHARD_BYTES, 32 * SHARD_BYTES, 40 * SHARD_BYTES, None)
+    assert found.shuffle_block_size == (2_000, 8_000)
+
+
+def test_tune_grid_keeps_a_block_of_at_least_one_shard() -> None:
+    workload = Workload.synthetic(
+        shards=8,
+        samples_per_shard=1_000,
+        raw_bytes_per_shard=SHARD_BYTES,
+        config=DatasetConfig(batch_size=4, shuffle=True, shuffle_block_size=2_000),
+    )
+    assert TuneGrid.for_workload(workload, Hardware(nodes=1)).shuffle_block_size == (1_000, 2_000)
+
+
+def test_tune_grid_refuses_an_empty_or_fractional_choice() -> None:
+    with pytest.raises(ConfigError, match=r"TuneGrid.num_workers: expected a non-empty tuple .* found \(\)"):
+        grid(num_workers=())
+    with pytest.raises(ConfigError, match=r"TuneGrid.predownload: expected ints >= 1, found 0"):
+        grid(predownload=(0, 8))
+
+
+def test_tune_refuses_a_target_throughput_that_is_not_positive() -> None:
+    workload, hardware = bandwidth_bound()
+    with pytest.raises(ConfigError, match=r"target_throughput: expected samples per second > 0 .* found 0"):
+        tune(workload, hardware, target_throughput=0, grid=grid())
+    with pytest.raises(ConfigError, match=r"price_per_gb: expected a price >= 0 .* found -1"):
+        tune(workload, hardware, price_per_gb=-1, grid=grid())
+
+
+def test_setting_apply_changes_only_the_four_options() -> None:
+    workload, hardware = bandwidth_bound()
+    tuned_workload, tuned_hardware = Setting(40, 2, 5 * SHARD_BYTES, 300).apply(workload, hardware)
+    assert tuned_workload.config == replace(
+        workload.config, predownload=40, cache_limit=5 * SHARD_BYTES, shuffle_block_size=300
+    )
+    assert tuned_hardware == replace(hardware, workers=2)
+    assert tuned_workload.samples_per_shard is workload.samples_per_shard
