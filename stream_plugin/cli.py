@@ -223,18 +223,125 @@ def command_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_simulate(args: argparse.Namespace) -> int:
+    from stream_plugin.simulate import simulate
+    from stream_plugin.simulate.config import build_run, read_config, read_options, read_streams
+    from stream_plugin.simulate.report import format_table, require_plotting, to_json, write_report
+
+    options = read_options(vars(args))
+    if args.report is not None:
+        require_plotting()  # before a long simulation, not after it
+    run = read_config(args.config)
+    if args.calibrate:
+        from stream_plugin.simulate.calibrate import calibrate
+
+        if run.synthetic is not None:
+            raise StreamPluginError(
+                "--calibrate: expected a CONFIG with real shards, found a synthetic shape; pass "
+                "--decompress-rate and --sample-time instead"
+            )
+        measured = calibrate(
+            read_streams(run.dataset), allow_unsafe_types=bool(run.dataset.get("allow_unsafe_types"))
+        )
+        given = {name: value for name, value in measured.options().items() if name in options}
+        options = {**measured.options(), **options}  # a value given on the command line wins
+        print(
+            f"calibrated on {measured.shards} shard(s), {measured.samples:,} samples: "
+            + ", ".join(f"{name} {value:.3g}" for name, value in measured.options().items())
+            + (f" (the command line's {', '.join(given)} kept)" if given else ""),
+            file=sys.stderr,
+        )
+    workload, hardware = build_run(run, options)
+    price = float(options.get("egress_price_per_gb", 0.0))
+    if args.tune:
+        from stream_plugin.simulate.report import format_tuning
+        from stream_plugin.simulate.tune import tune
+
+        result = tune(
+            workload, hardware, target_throughput=options.get("target_throughput"), price_per_gb=price
+        )
+        print(
+            json.dumps(result.summary(), indent=2) if args.json else format_tuning(result),
+            end="\n" if args.json else "",
+        )
+        return 0
+    simulation = simulate(workload, hardware)
+    if args.report is not None:
+        page = write_report(simulation, args.report, price_per_gb=price)
+        print(f"report: {page}", file=sys.stderr)
+    print(
+        to_json(simulation, price_per_gb=price)
+        if args.json
+        else format_table(simulation, price_per_gb=price),
+        end="\n" if args.json else "",
+    )
+    return 0
+
+
+def _add_simulate_options(simulate: argparse.ArgumentParser) -> None:
+    """``stream-plugin simulate``'s options, from the one table of them (``simulate.config.OPTIONS``)."""
+    from dataclasses import fields as dataclass_fields
+
+    from stream_plugin.simulate.config import OPTIONS
+    from stream_plugin.simulate.model import Hardware
+
+    defaults = {item.name: item.default for item in dataclass_fields(Hardware)}
+    simulate.add_argument(
+        "config",
+        metavar="CONFIG",
+        help="the dataset's arguments (YAML/JSON), an index.json, a dataset folder or URL, a synthetic shape, "
+        "a LightningCLI YAML with our DataModule, or an llm-foundry YAML with our loader",
+    )
+    groups = {
+        "hardware": simulate.add_argument_group("hardware"),
+        "dataset": simulate.add_argument_group("dataset settings (override CONFIG's)"),
+        "run": simulate.add_argument_group("run"),
+    }
+    for option in OPTIONS:
+        default = defaults.get(option.name)
+        shown = (
+            f"; default {default:g}"
+            if isinstance(default, (int, float)) and option.group == "hardware"
+            else ""
+        )
+        groups[option.group].add_argument(
+            option.flag,
+            dest=option.name,
+            metavar=option.metavar,
+            help=f"{option.help} [{option.unit}{shown}]",
+        )
+    output = simulate.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    output.add_argument(
+        "--report",
+        metavar="DIR",
+        help="also write plots (PNG) and a self-contained index.html into DIR (needs [simulate])",
+    )
+    output.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure --decompress-rate and --sample-time on a few real shards of CONFIG (downloads them)",
+    )
+    output.add_argument(
+        "--tune",
+        action="store_true",
+        help="search predownload, workers, cache_limit and shuffle_block_size for the cheapest setting that does not stall",
+    )
+
+
 _EXAMPLES = {
     "inspect": "stream-plugin inspect s3://bucket/my-dataset\n  stream-plugin inspect ./my-dataset --shards --json",
     "verify": "stream-plugin verify s3://bucket/my-dataset\n  stream-plugin verify ./my-dataset --no-progress",
     "convert": "stream-plugin convert rows.jsonl ./my-dataset --compression zstd --size-limit 64mb\n"
     "  stream-plugin convert rows.csv s3://bucket/my-dataset --columns text:str,label:int --hashes sha1\n"
     "  stream-plugin convert part-*.jsonl ./my-dataset --workers 4",
+    "simulate": "stream-plugin simulate dataset.yaml --nodes 4 --bandwidth 10gbit --step-time 0.25 --epochs 2\n"
+    "  stream-plugin simulate s3://bucket/my-dataset --batch-size 32 --calibrate --report ./report\n"
+    "  stream-plugin simulate lightning.yaml --nodes 8 --rate-limit 3500 --egress-price-per-gb 0.09 --json",
 }
 
 
-def _add_command(
-    commands: Any, name: str, summary: str
-) -> argparse.ArgumentParser:
+def _add_command(commands: Any, name: str, summary: str) -> argparse.ArgumentParser:
     return commands.add_parser(
         name,
         help=summary,
@@ -247,7 +354,7 @@ def _add_command(
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-plugin",
-        description="Inspect, verify and convert stream_plugin / MosaicML Streaming datasets.",
+        description="Inspect, verify, convert and simulate stream_plugin / MosaicML Streaming datasets.",
         epilog="examples:\n" + "".join(f"  {example}\n" for example in _EXAMPLES.values()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -294,6 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--exist-ok", action="store_true", help="replace an existing dataset in OUT")
     convert.add_argument("--no-progress", action="store_true", help="hide the progress display")
     convert.set_defaults(run=command_convert)
+
+    simulate = _add_command(
+        commands,
+        "simulate",
+        "simulate a training run's data loading: stalls, egress, cache needs and shuffle",
+    )
+    _add_simulate_options(simulate)
+    simulate.set_defaults(run=command_simulate)
     return parser
 
 
