@@ -46,6 +46,7 @@ from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry
 from stream_plugin.format.index_columns import read_columns
 from stream_plugin.redaction import get_logger, redact_url
 from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError, store_identity
+from stream_plugin.storage.download_settings import DOWNLOAD_DEFAULTS
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
 from stream_plugin.units import format_bytes, parse_bytes
@@ -74,10 +75,10 @@ class CacheConfig:
     local: str
     remote: str | None
     cache_limit: int | str | None = None
-    keep_zip: bool = False
-    validate_hash: str | None = None
-    download_retry: int = 2
-    download_timeout: float = 60.0
+    keep_zip: bool = DOWNLOAD_DEFAULTS.keep_zip
+    validate_hash: str | None = DOWNLOAD_DEFAULTS.validate_hash
+    download_retry: int = DOWNLOAD_DEFAULTS.download_retry
+    download_timeout: float = DOWNLOAD_DEFAULTS.download_timeout
     eviction: EvictionPolicy = "belady"
 
     def __post_init__(self) -> None:

@@ -22,6 +22,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.fileio import atomic_write_bytes
 from stream_plugin.format.index import INDEX_BASENAME, INDEX_VERSION, parse_index
 from stream_plugin.storage import open_store, split_out
+from stream_plugin.storage.download_settings import DOWNLOAD_DEFAULTS
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.registry import check_storage_options
 
@@ -36,11 +37,12 @@ def merge_index(*args: Any, **kwargs: Any) -> None:
 
     Two call forms, as in MosaicML Streaming 0.13:
 
-    * ``merge_index(index_file_urls, out, keep_local=True, download_timeout=60)``: the given index files
+    * ``merge_index(index_file_urls, out, keep_local=True, download_timeout=...)``: the given index files
       (local paths, remote URLs, or ``(local, remote)`` pairs), in the order given;
-    * ``merge_index(out, keep_local=True, download_timeout=60)``: every sub-folder of ``out`` that holds
+    * ``merge_index(out, keep_local=True, download_timeout=...)``: every sub-folder of ``out`` that holds
       an index.json, in natural order (``2`` before ``10``).
 
+    ``download_timeout`` (seconds per remote index read) defaults to a stream's (``DOWNLOAD_DEFAULTS``).
     ``storage_options=`` (a keyword, our own) go to every remote store it opens (an endpoint, credentials).
     """
     first = args[0] if args else kwargs.get("index_file_urls", kwargs.get("out"))
@@ -59,7 +61,7 @@ def merge_index_files(
     index_file_urls: Sequence[IndexLocation],
     out: str | tuple[str, str],
     keep_local: bool = True,
-    download_timeout: float = 60,
+    download_timeout: float = DOWNLOAD_DEFAULTS.download_timeout,
     storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Merge the given index files, in order, into ``out/index.json``."""
@@ -81,7 +83,7 @@ def merge_index_files(
 def merge_index_folder(
     out: str | tuple[str, str],
     keep_local: bool = True,
-    download_timeout: float = 60,
+    download_timeout: float = DOWNLOAD_DEFAULTS.download_timeout,
     storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Merge the index.json of every sub-folder of ``out`` (natural order) into ``out/index.json``."""

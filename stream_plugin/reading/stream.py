@@ -6,13 +6,16 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import fields
+from typing import Any
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import StreamWeight
 from stream_plugin.redaction import redact_url
+from stream_plugin.storage.download_settings import DOWNLOAD_DEFAULTS, DownloadSettings
 from stream_plugin.storage.registry import check_storage_options
+
+_DOWNLOAD_NAMES = tuple(item.name for item in fields(DownloadSettings))
 
 
 def _join(base: str | None, split: str) -> str | None:
@@ -29,21 +32,6 @@ def default_local(remote: str | None, split: str) -> str:
     """
     digest = hashlib.blake2s(remote.encode("utf-8"), digest_size=16).hexdigest() if remote else ""
     return os.path.join(tempfile.gettempdir(), digest, split)
-
-
-@dataclass(frozen=True)
-class DownloadSettings:
-    """How one stream's shards are fetched and checked; unset fields take the dataset's values."""
-
-    download_retry: int = 2
-    download_timeout: float = 60.0
-    validate_hash: str | None = None
-    keep_zip: bool = False
-
-
-# The download defaults, for signatures that restate them (``StreamingDataset``'s, the Lightning
-# ``DatasetSpec``): read from the fields above, so each is written once.
-DOWNLOAD_DEFAULTS: Final = DownloadSettings()
 
 
 class Stream:
@@ -117,7 +105,7 @@ class Stream:
         """
         if not self.split:
             self.split = default.get("split") or ""
-        for name in ("download_retry", "download_timeout", "validate_hash", "keep_zip"):
+        for name in _DOWNLOAD_NAMES:
             if getattr(self, f"_{name}") is None:
                 setattr(self, f"_{name}", default.get(name))
 
@@ -142,13 +130,9 @@ class Stream:
 
     def download_settings(self, defaults: DownloadSettings) -> DownloadSettings:
         """This stream's settings: its own where given, else the dataset's ``defaults``."""
+        own = {name: getattr(self, f"_{name}") for name in _DOWNLOAD_NAMES}
         return DownloadSettings(
-            download_retry=defaults.download_retry if self._download_retry is None else self._download_retry,
-            download_timeout=defaults.download_timeout
-            if self._download_timeout is None
-            else self._download_timeout,
-            validate_hash=defaults.validate_hash if self._validate_hash is None else self._validate_hash,
-            keep_zip=defaults.keep_zip if self._keep_zip is None else self._keep_zip,
+            **{name: getattr(defaults, name) if value is None else value for name, value in own.items()}
         )
 
     def __repr__(self) -> str:

@@ -20,6 +20,7 @@ from stream_plugin.storage.base import (
     RetriesExhaustedError,
     TransientStorageError,
 )
+from stream_plugin.storage.download_settings import DOWNLOAD_DEFAULTS
 
 T = TypeVar("T")
 logger = get_logger(__name__)
@@ -39,8 +40,8 @@ class RetryPolicy:
     ``min(max_delay, base_delay * 2 ** (n - 1))`` scaled down by up to ``jitter`` (1.0 = full jitter).
     """
 
-    attempts: int = 3
-    timeout: float | None = 60.0
+    attempts: int = DOWNLOAD_DEFAULTS.download_retry + 1
+    timeout: float | None = DOWNLOAD_DEFAULTS.download_timeout
     base_delay: float = 0.5
     max_delay: float = 10.0
     jitter: float = 1.0
@@ -64,7 +65,11 @@ class RetryPolicy:
             )
 
     @classmethod
-    def from_mosaic(cls, download_retry: int = 2, download_timeout: float | None = 60.0) -> RetryPolicy:
+    def from_mosaic(
+        cls,
+        download_retry: int = DOWNLOAD_DEFAULTS.download_retry,
+        download_timeout: float | None = DOWNLOAD_DEFAULTS.download_timeout,
+    ) -> RetryPolicy:
         """The policy matching MosaicML's ``download_retry`` / ``download_timeout`` arguments."""
         if download_retry < 0:
             raise ConfigError(
