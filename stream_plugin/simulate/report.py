@@ -332,9 +332,16 @@ def _node_axis(axes: Any, nodes: np.ndarray, heights: np.ndarray) -> None:
 
 def _plot_egress(axes: Any, simulation: Simulation) -> None:
     nodes = np.arange(len(simulation.node_bytes))
-    _node_axis(axes, nodes, simulation.node_bytes / 2**30)
+    _node_axis(
+        axes,
+        nodes,
+        np.append(simulation.node_bytes, simulation.workload.stored_bytes.sum() / max(len(nodes), 1)) / 2**30,
+    )
     axes.bar(nodes, simulation.node_bytes / 2**30, color="tab:blue")
     axes.set(title="Egress per node", xlabel="node", ylabel="GiB downloaded")
+    share = float(simulation.workload.stored_bytes.sum()) / len(nodes) / 2**30 if len(nodes) else 0.0
+    axes.axhline(share, color="black", linestyle="--", linewidth=1, label="the dataset / nodes")
+    axes.legend(loc="upper right", fontsize="small")
     for node, (size, requests) in enumerate(zip(simulation.node_bytes, simulation.node_requests)):
         if len(nodes) <= _NODE_ROWS:
             axes.annotate(

@@ -7,12 +7,14 @@ import importlib.util
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.paths import FIXTURES_DIR
+from support.paths import FIXTURES_DIR, REPO_DIR
 from support.s3_server import S3Bucket
 
 from stream_plugin.simulate.config import OPTIONS
@@ -23,6 +25,10 @@ needs_matplotlib = pytest.mark.skipif(
     importlib.util.find_spec("matplotlib") is None,
     reason="the PNG plots need matplotlib (pip install 'stream-plugin[simulate]')",
 )
+DOCS_PAGE = REPO_DIR / "docs" / "simulate.md"
+DOCS_REPORT = REPO_DIR / "docs" / "simulate-report"
+# Set to 1 to rewrite docs/simulate.md's table and docs/simulate-report/ from a fresh run.
+REGENERATE = "STREAM_PLUGIN_REGENERATE_DOCS"
 SYNTHETIC = (
     "synthetic:\n  shards: 64\n  samples_per_shard: 1k\n  raw_bytes_per_shard: 64mb\n"
     "  stored_bytes_per_shard: 24mb\nbatch_size: 16\nshuffle: true\n"
@@ -197,3 +203,41 @@ def test_unknown_keys_and_unreadable_yaml_are_clear_errors(tmp_path: Path) -> No
     result = run_cli(str(broken))
     assert result.returncode == 2
     assert "broken.yaml: expected YAML, found text it cannot read" in result.stderr
+
+
+def _marked(page: str, mark: str) -> re.Match[str]:
+    """The fenced block after ``<!-- simulate-report: MARK -->`` in the docs page."""
+    match = re.search(rf"<!-- simulate-report: {mark} -->\n```\w+\n(.*?)\n```", page, re.DOTALL)
+    assert match is not None, f"docs/simulate.md: expected a block marked 'simulate-report: {mark}'"
+    return match
+
+
+def test_the_docs_page_lists_every_option_with_its_unit() -> None:
+    page = DOCS_PAGE.read_text()
+    for option in OPTIONS:
+        assert f"| `{option.flag}` | {option.unit} |" in page, option.flag
+
+
+@needs_matplotlib
+def test_the_docs_report_is_what_its_command_prints_now(tmp_path: Path) -> None:
+    page = DOCS_PAGE.read_text()
+    (tmp_path / "dataset.yaml").write_text(_marked(page, "config").group(1) + "\n")
+    command = shlex.split(_marked(page, "command").group(1))
+    assert command[:3] == ["stream-plugin", "simulate", "dataset.yaml"]
+    result = subprocess.run(
+        [str(SCRIPT), *command[1:]], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    table = _marked(page, "table")
+    if os.environ.get(REGENERATE) == "1":
+        DOCS_PAGE.write_text(page[: table.start(1)] + result.stdout.rstrip("\n") + page[table.end(1) :])
+        shutil.rmtree(DOCS_REPORT, ignore_errors=True)
+        shutil.copytree(tmp_path / "simulate-report", DOCS_REPORT)
+        return
+    assert result.stdout.rstrip("\n") == table.group(1), (
+        f"docs/simulate.md's report is not what its command prints now: regenerate it with "
+        f"{REGENERATE}=1 pytest tests/simulate/test_simulate_cli.py -k docs_report, and check its prose"
+    )
+    assert sorted(path.name for path in DOCS_REPORT.iterdir()) == sorted(
+        path.name for path in (tmp_path / "simulate-report").iterdir()
+    )
