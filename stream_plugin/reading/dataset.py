@@ -8,8 +8,6 @@ every DataLoader worker and never pickled.
 
 from __future__ import annotations
 
-import math
-import os
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,44 +19,25 @@ from torch.utils.data import IterableDataset
 
 from stream_plugin.cache import StatsSnapshot, node_stats
 from stream_plugin.errors import ConfigError, ConfigTypeError, StateError
-from stream_plugin.format.index import ShardEntry
 from stream_plugin.order.batching import BATCHING_METHODS as BATCHING_METHODS  # the choices, for callers
-from stream_plugin.order.mixing import samples_per_stream, validate_weights
-from stream_plugin.order.partition import (
-    check_consumed_count,
-    needs_rechunk,
-    rank_last_size,
-    remaining_counts,
-)
-from stream_plugin.order.plan import EpochOrder
 from stream_plugin.order.sampling import SAMPLING_METHODS as SAMPLING_METHODS
 from stream_plugin.order.shuffle import shuffle_choices
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.config import DEFAULTS, DatasetConfig
 from stream_plugin.reading.cursor import EpochCursor, Handoff, IterationPlan
-from stream_plugin.reading.dataset_compat import (
-    MosaicNames,
-    check_batch_size_in_workers,
-    check_canonical_nodes,
-    resolve_stream_weights,
-)
-from stream_plugin.reading.epochs import EpochPlanner
+from stream_plugin.reading.dataset_compat import MosaicNames, check_batch_size_in_workers
+from stream_plugin.reading.dataset_plan import DatasetPlan, SampleTable, StreamSamples, plan_dataset
+from stream_plugin.reading.epochs import check_canonical_nodes
 from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.iteration import PerSample, chain_blocks, sample_blocks
 from stream_plugin.reading.node_forecast import NodeClock, NodeForecaster, PieceClock
-from stream_plugin.reading.passes import LoaderPass
+from stream_plugin.reading.passes import LoaderPass, PassCounter
+from stream_plugin.reading.process_shards import check_readers_fit
 from stream_plugin.reading.sample_access import select_samples
 from stream_plugin.reading.shard_access import ShardAccess
-from stream_plugin.reading.shard_table import ShardTable, Spanner
-from stream_plugin.reading.sources import (
-    check_cache_limit,
-    open_streams,
-    readers_within_limit,
-    refuse_unsafe_columns,
-)
 from stream_plugin.reading.state import STATE_VERSION, ResumeState, check_against_dataset, state_mapping
 from stream_plugin.reading.stream import DOWNLOAD_DEFAULTS, DownloadSettings, Stream
-from stream_plugin.reading.stream_registry import build_streams
+from stream_plugin.reading.stream_registry import DEFAULT_STREAM_NAME, build_streams
 from stream_plugin.reading.world import World, detect_worker, detect_world
 
 # The settings a write is refused for once the dataset is built (every option of DatasetConfig); the
@@ -69,9 +48,9 @@ _LOADER_SETTING_FIXES = {
     "batch_size": f"pass batch_size= to the dataset when it is built, or to the loader ({_BIND})",
     "drop_last": f"pass drop_last= to the loader ({_BIND})",
 }
-_READERS_UNDER_LIMIT = 2  # open shards per process at the smallest workable cache_limit
-# Without a limit an open shard costs one memory map (no descriptor); stay far below vm.max_map_count.
-_READERS_WITHOUT_LIMIT = 8192
+# The arguments that are settings (DatasetConfig's, but the loader's drop_last) and download defaults.
+_CONFIG_ARGUMENTS = tuple(item.name for item in fields(DatasetConfig) if item.name != "drop_last")
+_DOWNLOAD_ARGUMENTS = tuple(item.name for item in fields(DownloadSettings))
 
 
 def _checked_world(world: World) -> World:
@@ -150,91 +129,37 @@ class StreamingDataset(MosaicNames, IterableDataset):
         batching_method: str = DEFAULTS.batching_method,
         allow_unsafe_types: bool = DEFAULTS.allow_unsafe_types,
         replication: int | None = DEFAULTS.replication,
-        stream_name: str = "stream",
+        stream_name: str = DEFAULT_STREAM_NAME,
         stream_config: dict[str, Any] | None = None,
         world: World | None = None,
         transform: Callable[[Any], Any] | None = None,
     ) -> None:
+        given = dict(locals())  # the arguments by name, read before any other local exists
         super().__init__()
-        stream_defaults = {
-            "remote": remote,
-            "local": local,
-            "split": split,
-            "download_retry": download_retry,
-            "download_timeout": download_timeout,
-            "validate_hash": validate_hash,
-            "keep_zip": keep_zip,
-        }
-        if storage_options is not None:
-            if streams is not None:
-                raise ConfigError(
-                    "storage_options: expected it with remote/local (one stream), found it with streams; "
-                    "pass Stream(..., storage_options={...}) for each stream instead"
-                )
-            stream_config = {**(stream_config or {}), "storage_options": storage_options}
+        downloads = {name: given[name] for name in _DOWNLOAD_ARGUMENTS}
         self.streams = build_streams(
-            streams, defaults=stream_defaults, stream_name=stream_name, stream_config=stream_config
+            streams,
+            defaults={"remote": remote, "local": local, "split": split, **downloads},
+            stream_name=stream_name,
+            stream_config=stream_config,
+            storage_options=storage_options,
         )
         self.split = split
-        self._config = DatasetConfig.from_arguments(
-            epoch_size=epoch_size,
-            predownload=predownload,
-            cache_limit=cache_limit,
-            eviction=eviction,
-            sampling_method=sampling_method,
-            sampling_granularity=sampling_granularity,
-            partition_algo=partition_algo,
-            num_canonical_nodes=num_canonical_nodes,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            shuffle_algo=shuffle_algo,
-            shuffle_seed=shuffle_seed,
-            shuffle_block_size=shuffle_block_size,
-            batching_method=batching_method,
-            allow_unsafe_types=allow_unsafe_types,
-            replication=replication,
-        )
-        defaults = DownloadSettings(
-            download_retry=download_retry,
-            download_timeout=float(download_timeout),
-            validate_hash=validate_hash,
-            keep_zip=keep_zip,
-        )
         # The settings in force (_config): the arguments' (_built_config), then with a loader's once bound
         # (bind_loader, the one place that replaces it).
-        self._built_config = self._config
+        self._config = self._built_config = DatasetConfig.from_arguments(
+            **{name: given[name] for name in _CONFIG_ARGUMENTS}
+        )
         self._loader_bound = False
         self._warned_batch_size = False  # the "assuming 1" warning, once per dataset
-        weights = [stream.weight for stream in self.streams]
-        validate_weights(weights, epoch_size=self._config.epoch_size)
-
         self.world: World = detect_world() if world is None else _checked_world(world)
-        self._config.data_parallel_size(self.world.world_size)  # a replication that divides the world
-        stores, opened = open_streams(
-            self.streams, defaults, cache_limit=self.cache_limit, eviction=self._config.eviction
-        )
-        self._opened = opened
-        refuse_unsafe_columns(opened.representatives, allow_unsafe_types=self.allow_unsafe_types)
-        # Reused by this process's shard access only (never pickled: a worker opens its own).
-        self._stores: list[Any] | None = stores
-        self._stores_pid = os.getpid()
-        self.check_cache_limit(num_workers=0)
-        self._cache_specs = opened.cache_specs
-        self._table = ShardTable.from_counts(opened.samples_per_shard_per_stream)
-        self._samples_per_stream_per_epoch = samples_per_stream(
-            self._table.samples_per_stream.tolist(),
-            weights,
-            epoch_size=self._config.epoch_size,
-            seed=self.shuffle_seed,
-        )
-        resolve_stream_weights(
-            self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch
-        )
-        self._planner = EpochPlanner(
-            self._table, self._samples_per_stream_per_epoch, self._config.order_settings
-        )
-        self._fingerprint = self._config.fingerprint(
-            opened.index_digests, [repr(stream.weight) for stream in self.streams]
+        # The dataset's shape, and this process's shard readers (each process opens its own).
+        self._plan, self._shards = plan_dataset(
+            self.streams,
+            self._config,
+            self.world,
+            DownloadSettings(**{**downloads, "download_timeout": float(download_timeout)}),
+            sample_table=self.sample_table,
         )
         # Position bookkeeping; workers receive a copy when the loader starts them.
         self._cursor = EpochCursor()
@@ -244,19 +169,35 @@ class StreamingDataset(MosaicNames, IterableDataset):
                 f"transform: expected a function of one sample, or None, found {type(transform).__name__}"
             )
         self.transform = transform
-        # Process-local; rebuilt lazily after pickling.
-        self._access: ShardAccess | None = None
-        self._forecaster: NodeForecaster | None = None
+        self._forecaster: NodeForecaster | None = None  # process-local; rebuilt lazily after pickling
         # [sample id, read, offset] of the sample the iteration is fetching through an overridden
         # get_item, so that super().get_item(sample_id) reads it without looking it up again.
         self._next_read: list[Any] = [None, None, 0]
 
+    def sample_table(self, streams: StreamSamples) -> SampleTable:
+        """What one sample of this dataset is: the one hook for subclasses that read other samples.
+
+        Called once, while the dataset is built (its streams, ``world`` and settings are set; ``plan``
+        is not yet). ``streams`` holds the streams' samples as their indexes list them
+        (``streams.samples``: a ``ShardTable`` and the fingerprint of the data and the order settings),
+        each stream's opened index (``streams.opened``) and this process's shard readers
+        (``streams.readers.access()``). Return the table the order is planned over, one entry per
+        sample counted in the shard it starts in, and a fingerprint that names the definition (a
+        resume state taken under another one is refused). The default keeps the streams' samples;
+        ``StreamingTokenBlockDataset`` returns token blocks. A subclass that defines other samples
+        also reads them: it overrides ``get_item``.
+        """
+        return streams.samples
+
+    @property
+    def plan(self) -> DatasetPlan:
+        """The dataset's shape, built once: opened streams, sample table, epoch planner, fingerprint."""
+        return self._plan
+
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_access"] = None
         state["_forecaster"] = None
-        state["_stores"] = None
         state["_next_read"] = [None, None, 0]
         return state
 
@@ -296,108 +237,6 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self._loader_bound = True
 
     @property
-    def batch_size(self) -> int | None:
-        """The per-device batch size (None until given: to the dataset, or by a loader's ``bind_loader``)."""
-        return self._config.batch_size
-
-    @property
-    def drop_last(self) -> bool:
-        """Whether every epoch drops its partial last global batch (a loader's, see ``bind_loader``)."""
-        return self._config.drop_last
-
-    @property
-    def predownload(self) -> int | None:
-        return self._config.predownload
-
-    @property
-    def cache_limit(self) -> int | None:
-        return self._config.cache_limit
-
-    @property
-    def replication(self) -> int:
-        """Consecutive ranks that read the same samples (1: none)."""
-        return self._config.replication or 1
-
-    @property
-    def num_canonical_nodes(self) -> int | None:
-        """The caller's ``num_canonical_nodes`` (None: a checkpoint's, else the number of nodes)."""
-        return self._config.num_canonical_nodes
-
-    @property
-    def shuffle(self) -> bool:
-        return self._config.shuffle
-
-    @property
-    def shuffle_algo(self) -> str:
-        return self._config.shuffle_algo
-
-    @property
-    def shuffle_seed(self) -> int:
-        return self._config.shuffle_seed
-
-    @property
-    def shuffle_block_size(self) -> int | None:
-        return self._config.shuffle_block_size
-
-    @property
-    def batching_method(self) -> str:
-        return self._config.batching_method
-
-    @property
-    def sampling_method(self) -> str:
-        return self._config.sampling_method
-
-    @property
-    def sampling_granularity(self) -> int:
-        return self._config.sampling_granularity
-
-    @property
-    def partition_algo(self) -> str:
-        return self._config.partition_algo
-
-    @property
-    def allow_unsafe_types(self) -> bool:
-        return self._config.allow_unsafe_types
-
-    # ------------------------------------------------------------------ shape and inspection
-    @property
-    def epoch_size(self) -> int:
-        """Samples per epoch over all devices, after up- and down-sampling (before padding)."""
-        return self._planner.epoch_size
-
-    @property
-    def num_samples(self) -> int:
-        return self._table.num_samples
-
-    @property
-    def stream_per_shard(self) -> np.ndarray:
-        return _read_only(self._table.stream_per_shard)
-
-    @property
-    def shards_per_stream(self) -> np.ndarray:
-        return _read_only(self._table.shards_per_stream)
-
-    @property
-    def samples_per_shard(self) -> np.ndarray:
-        return _read_only(self._table.samples_per_shard)
-
-    @property
-    def samples_per_stream(self) -> np.ndarray:
-        return _read_only(self._table.samples_per_stream)
-
-    @property
-    def shard_offset_per_stream(self) -> np.ndarray:
-        return _read_only(self._table.shard_offset_per_stream)
-
-    @property
-    def spanner(self) -> Spanner:
-        return Spanner(self._table)
-
-    @property
-    def shards(self) -> list[ShardEntry]:
-        return list(self._opened.entries)
-
-    @property
     def data_parallel_size(self) -> int:
         return self._config.data_parallel_size(self.world.world_size)
 
@@ -427,57 +266,42 @@ class StreamingDataset(MosaicNames, IterableDataset):
         return self.num_canonical_nodes if self.num_canonical_nodes is not None else self.world.num_nodes
 
     def __len__(self) -> int:
-        """Samples this device yields per epoch: its share of every whole global batch, plus its share
-        of a partial last one (``ceil(rest / data-parallel ranks)``, none with ``drop_last``)."""
-        batch_size = self._device_batch_size()
-        full, rest = self._planner.batch_counts(
-            global_batch_size=self.global_batch_size, device_batch_size=batch_size
+        """Samples this device yields per epoch (``PassCounter.device_samples``)."""
+        return self._passes().device_samples()
+
+    def _passes(self) -> PassCounter:
+        """The counts of this rank's passes under the settings in force."""
+        return PassCounter(
+            planner=self._plan.planner,
+            device_batch_size=self._device_batch_size(),
+            data_parallel_size=self.data_parallel_size,
+            data_parallel_rank=self.world.rank // self.replication,
+            drop_last=self.drop_last,
+            batching_method=self.batching_method,
         )
-        last = 0 if self.drop_last or not rest else math.ceil(rest / self.data_parallel_size)
-        return full * batch_size + last
 
     # ------------------------------------------------------------------ statistics
     def node_stats(self) -> StatsSnapshot:
         """Shards and bytes downloaded, retries, cache hits and evictions of every process on this
         node, summed over the remote streams: egress cost is ``bytes_downloaded`` times the price."""
         total = StatsSnapshot()
-        for spec in self._cache_specs:
+        for spec in self._plan.cache_specs:
             if spec.remote is not None:
                 total = total + node_stats(spec.config.local)
         return total
 
     def process_stats(self) -> StatsSnapshot:
         """The same counters for this process only."""
-        return self._access.stats.snapshot() if self._access is not None else StatsSnapshot()
+        access = self._shards.opened_access
+        return access.stats.snapshot() if access is not None else StatsSnapshot()
 
     # ------------------------------------------------------------------ random access
     def check_cache_limit(self, num_workers: int) -> None:
         """Refuse a ``cache_limit`` too small for every reader on this node (ranks x workers)."""
-        readers = self.world.local_world_size * max(1, num_workers)
-        check_cache_limit(
-            self._opened, self.cache_limit, readers=readers, shards_per_reader=_READERS_UNDER_LIMIT + 1
-        )
+        check_readers_fit(self._plan.opened, self.cache_limit, self.world, num_workers)
 
     def _shard_access(self) -> ShardAccess:
-        if self._access is None:
-            # Open readers pin their shards against eviction: keep as many as the limit holds for every
-            # reader on the node (a shuffled pass changes shard at nearly every sample).
-            max_open = readers_within_limit(
-                self._opened,
-                readers=self.world.local_world_size * max(1, detect_worker()[1]),
-                in_flight=1,
-                floor=_READERS_UNDER_LIMIT,
-                ceiling=_READERS_WITHOUT_LIMIT,
-            )
-            self._access = ShardAccess(
-                self._cache_specs,
-                self._opened.entries,
-                self._table,
-                allow_unsafe_types=self.allow_unsafe_types,
-                max_open=max_open,
-                stores=self._stores if self._stores_pid == os.getpid() else None,
-            )
-        return self._access
+        return self._shards.access()
 
     def prepare_shard(self, shard_id: int) -> None:
         """Download and decompress one shard (if not cached yet)."""
@@ -493,7 +317,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         if next_read[0] == sample_id:
             sample = next_read[1](next_read[2])
         else:
-            shard_ids, offsets = self._table.locate(np.array([sample_id]))
+            shard_ids, offsets = self._plan.table.locate(np.array([sample_id]))
             sample = self._shard_access().reader(int(shard_ids[0])).read(int(offsets[0]))
         return sample if self.transform is None else self.transform(sample)
 
@@ -513,7 +337,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         plan = self._cursor.begin(
             global_batch_size=self.global_batch_size, num_canonical_nodes=self._canonical_nodes()
         )
-        return self._loader_pass(plan)
+        return self._passes().loader_pass(plan)
 
     @contextmanager
     def handing_over(self, plan: IterationPlan, *, replay: bool = False) -> Iterator[None]:
@@ -538,51 +362,10 @@ class StreamingDataset(MosaicNames, IterableDataset):
         """
         self._cursor.end(plan)
 
-    def _loader_pass(self, plan: IterationPlan) -> LoaderPass:
-        """The counts a loader needs for ``plan``'s pass, without planning the order."""
-        samples = self.samples_in_epoch(plan.epoch_batch_size)
-        full, tail = self._remaining_counts(plan, samples)
-        drop = self.drop_last or not tail
-        size, real = (0, 0) if drop else rank_last_size(tail, self.data_parallel_size, self.world.rank // self.replication)
-        return LoaderPass(
-            plan=plan,
-            batches=full + (0 if drop else 1),
-            device_batch_size=self._device_batch_size(),
-            global_batch_size=self.global_batch_size,
-            samples_in_epoch=samples,
-            last_batch_size=size,
-            last_batch_real=real,
-        )
-
-    def _remaining_counts(self, plan: IterationPlan, samples: int) -> tuple[int, int]:
-        """``(whole global batches, samples of a partial last one)`` of ``plan``'s pass, whose epoch holds
-        ``samples`` (``samples_in_epoch``), without planning it."""
-        check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
-        epoch_batch_size = plan.epoch_batch_size
-        consumed = check_consumed_count(
-            samples, -(-samples // epoch_batch_size), epoch_batch_size, plan.start
-        )
-        needs_rechunk(self.batching_method, epoch_batch_size, self.global_batch_size, consumed)
-        return remaining_counts(samples, consumed=consumed, global_batch_size=self.global_batch_size)
-
     def samples_in_epoch(self, global_batch_size: int | None = None) -> int:
-        """Samples an epoch ordered for ``global_batch_size`` (default: today's) holds over all ranks: the
-        largest ``sample_in_epoch`` a state can hold. ``epoch_size`` for ``random`` batching; the whole
-        batches only for the other methods."""
-        size = self.global_batch_size if global_batch_size is None else global_batch_size
-        full, rest = self._planner.batch_counts(
-            global_batch_size=size, device_batch_size=self._device_batch_size()
-        )
-        return full * size + rest
-
-    def _order(self, plan: IterationPlan) -> EpochOrder:
-        check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
-        return self._planner.order(
-            plan.epoch,
-            global_batch_size=plan.epoch_batch_size,
-            num_canonical_nodes=plan.num_canonical_nodes,
-            device_batch_size=self._device_batch_size(),
-        )
+        """Samples an epoch ordered for ``global_batch_size`` (default: today's) holds over all ranks
+        (``PassCounter.samples_in_epoch``): the largest ``sample_in_epoch`` a state can hold."""
+        return self._passes().samples_in_epoch(global_batch_size)
 
     def state_dict(self, num_samples: int = 0, from_beginning: bool = True) -> dict[str, int | str]:
         """The resume state after ``num_samples`` global samples of the current epoch (Composer's protocol).
@@ -605,7 +388,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
             epoch_batch_size=plan.epoch_batch_size if consumed else self.global_batch_size,
             num_canonical_nodes=plan.num_canonical_nodes,
             shuffle_seed=self.shuffle_seed,
-            fingerprint=self._fingerprint,
+            fingerprint=self._plan.fingerprint,
         ).to_dict()
 
     def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:
@@ -622,14 +405,14 @@ class StreamingDataset(MosaicNames, IterableDataset):
             obj = {
                 "version": STATE_VERSION,
                 "epoch_batch_size": self.global_batch_size,
-                "fingerprint": self._fingerprint,
+                "fingerprint": self._plan.fingerprint,
                 **obj,
             }
         state = ResumeState.from_dict(obj)
         check_against_dataset(state, epoch_samples=self.epoch_size, global_batch_size=self.global_batch_size)
-        if state.fingerprint != self._fingerprint and strict:
+        if state.fingerprint != self._plan.fingerprint and strict:
             raise StateError(
-                f"resume state: expected fingerprint {self._fingerprint} (this dataset's index files and "
+                f"resume state: expected fingerprint {self._plan.fingerprint} (this dataset's index files and "
                 f"order settings), found {state.fingerprint}; the data or a setting that shapes the order "
                 "(streams, weights, epoch_size, shuffle, seed, batching or sampling method) changed since "
                 "the checkpoint. Restore them, or pass strict=False to continue anyway"
@@ -649,6 +432,15 @@ class StreamingDataset(MosaicNames, IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass start at the beginning of ``epoch`` (for loops that drive epochs)."""
         self._cursor.set_epoch(int(epoch))
+
+    @property
+    def next_epoch(self) -> int:
+        """The epoch the next pass runs (a loaded resume state's, else the one after the last begun)."""
+        return self._cursor.next_epoch
+
+    @next_epoch.setter
+    def next_epoch(self, epoch: int) -> None:
+        self.set_epoch(epoch)
 
     # ------------------------------------------------------------------ iteration
     def topology(self) -> Topology:
@@ -687,7 +479,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         if not access.follows_future:
             return None
         if self._forecaster is None:
-            self._forecaster = NodeForecaster(self._planner, self._table.locate, access.num_shards)
+            self._forecaster = NodeForecaster(self._plan.planner, self._plan.table.locate, access.num_shards)
         forecast = self._forecaster.forecast(
             plan,
             topology,
@@ -735,7 +527,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
             sample_ids = next(pieces, None)
             if sample_ids is None:
                 return None
-            shard_ids, offsets = self._table.locate(sample_ids)
+            shard_ids, offsets = self._plan.table.locate(sample_ids)
             located.append((sample_ids, shard_ids, offsets))
             return shard_ids
 
@@ -780,14 +572,11 @@ class StreamingDataset(MosaicNames, IterableDataset):
             blocks = (map(transform, block) for block in blocks)
         return blocks
 
-    def sample_ids_for(self, plan: IterationPlan, topology: Topology) -> np.ndarray:
-        """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order."""
-        return np.concatenate([np.zeros(0, np.int64), *self.sample_id_pieces(plan, topology)])
-
     def sample_id_pieces(self, plan: IterationPlan, topology: Topology) -> Iterator[np.ndarray]:
-        """``sample_ids_for`` in pieces, in order, each planned when asked for (the first is small)."""
+        """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order, in pieces, each
+        planned when asked for (the first is small)."""
         check_canonical_nodes(self.epoch_size, plan.num_canonical_nodes)
-        return self._planner.rank_batch_pieces(
+        return self._plan.planner.rank_batch_pieces(
             plan.epoch,
             epoch_batch_size=plan.epoch_batch_size,
             num_canonical_nodes=plan.num_canonical_nodes,
@@ -797,14 +586,6 @@ class StreamingDataset(MosaicNames, IterableDataset):
             topology=topology,
             drop_last=self.drop_last,
         )
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    """A read-only view of one of the dataset's own tables: writing to an inspection attribute must not
-    change which samples the dataset reads (and some are views of the node's mapped index anyway)."""
-    view = array.view()
-    view.flags.writeable = False
-    return view
 
 
 def _overrides(dataset: StreamingDataset, name: str) -> bool:

@@ -1,25 +1,31 @@
 """Names MosaicML Streaming 0.13 users call on a dataset, and the checks its constructor makes.
 
-``MosaicNames`` is a mixin of ``StreamingDataset``: ``num_shards``, ``size`` (a property that can also be
-called), ``next_epoch``, ``cache_usage``, ``evict_shard`` and ``evict_coldest_shard``. The functions
-below are construction-time checks and bookkeeping kept out of the dataset's own module.
+``MosaicNames`` is a mixin of ``StreamingDataset``: its settings (``shuffle_seed``, ``predownload``...),
+the inspection attributes (``samples_per_shard``, ``spanner``, ``size``, a property that can also be
+called...) and the cache methods (``cache_usage``, ``evict_shard``, ``evict_coldest_shard``), all read
+from the dataset's public ``config`` and ``plan``. The functions below are construction-time checks
+kept out of the dataset's own module.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stream_plugin.cache.eviction import bytes_present
 from stream_plugin.errors import ConfigError, check_int
-from stream_plugin.format.index import INDEX_BASENAME
-from stream_plugin.reading.cursor import EpochCursor
+from stream_plugin.format.index import INDEX_BASENAME, ShardEntry
+from stream_plugin.reading.epochs import check_canonical_nodes  # re-exported: callers import it from here
 from stream_plugin.reading.shard_access import ShardAccess
-from stream_plugin.reading.shard_table import ShardTable
+from stream_plugin.reading.shard_table import ShardTable, Spanner
 from stream_plugin.reading.stream import Stream
+
+if TYPE_CHECKING:
+    from stream_plugin.reading.config import DatasetConfig
+    from stream_plugin.reading.dataset_plan import DatasetPlan
 
 PARTITION_ALGOS = ("orig", "relaxed")  # MosaicML's; both give our one partitioning
 
@@ -32,40 +38,141 @@ class SampleCount(int):
 
 
 class MosaicNames:
-    """MosaicML's inspection and cache methods, on the dataset's table, cursor and shard access."""
+    """MosaicML's settings, inspection and cache names, on the dataset's config, plan and shard access."""
 
     streams: list[Stream]
-    _table: ShardTable
-    _cursor: EpochCursor
+
+    @property
+    def config(self) -> DatasetConfig:
+        raise NotImplementedError
+
+    @property
+    def plan(self) -> DatasetPlan:
+        raise NotImplementedError
 
     def _shard_access(self) -> ShardAccess:
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ settings (frozen, read from the config)
+    @property
+    def batch_size(self) -> int | None:
+        """The per-device batch size (None until given: to the dataset, or by a loader's ``bind_loader``)."""
+        return self.config.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether every epoch drops its partial last global batch (a loader's, see ``bind_loader``)."""
+        return self.config.drop_last
+
+    @property
+    def predownload(self) -> int | None:
+        return self.config.predownload
+
+    @property
+    def cache_limit(self) -> int | None:
+        return self.config.cache_limit
+
+    @property
+    def replication(self) -> int:
+        """Consecutive ranks that read the same samples (1: none)."""
+        return self.config.replication or 1
+
+    @property
+    def num_canonical_nodes(self) -> int | None:
+        """The caller's ``num_canonical_nodes`` (None: a checkpoint's, else the number of nodes)."""
+        return self.config.num_canonical_nodes
+
+    @property
+    def shuffle(self) -> bool:
+        return self.config.shuffle
+
+    @property
+    def shuffle_algo(self) -> str:
+        return self.config.shuffle_algo
+
+    @property
+    def shuffle_seed(self) -> int:
+        return self.config.shuffle_seed
+
+    @property
+    def shuffle_block_size(self) -> int | None:
+        return self.config.shuffle_block_size
+
+    @property
+    def batching_method(self) -> str:
+        return self.config.batching_method
+
+    @property
+    def sampling_method(self) -> str:
+        return self.config.sampling_method
+
+    @property
+    def sampling_granularity(self) -> int:
+        return self.config.sampling_granularity
+
+    @property
+    def partition_algo(self) -> str:
+        return self.config.partition_algo
+
+    @property
+    def allow_unsafe_types(self) -> bool:
+        return self.config.allow_unsafe_types
+
+    # ------------------------------------------------------------------ shape and inspection (read-only views)
+    @property
+    def epoch_size(self) -> int:
+        """Samples per epoch over all devices, after up- and down-sampling (before padding)."""
+        return self.plan.planner.epoch_size
+
+    @property
+    def num_samples(self) -> int:
+        return self.plan.table.num_samples
+
     @property
     def size(self) -> SampleCount:
         """Number of unique samples in the underlying streams (``size`` and ``size()`` both work)."""
-        return SampleCount(self._table.num_samples)
+        return SampleCount(self.plan.table.num_samples)
 
     @property
     def num_shards(self) -> int:
         """Number of shards over every stream."""
-        return self._table.num_shards
+        return self.plan.table.num_shards
 
     @property
-    def next_epoch(self) -> int:
-        """The epoch the next pass runs (a loaded resume state's, else the one after the last begun)."""
-        return self._cursor.next_epoch
+    def stream_per_shard(self) -> np.ndarray:
+        return _read_only(self.plan.table.stream_per_shard)
 
-    @next_epoch.setter
-    def next_epoch(self, epoch: int) -> None:
-        self._cursor.set_epoch(int(epoch))
+    @property
+    def shards_per_stream(self) -> np.ndarray:
+        return _read_only(self.plan.table.shards_per_stream)
 
+    @property
+    def samples_per_shard(self) -> np.ndarray:
+        return _read_only(self.plan.table.samples_per_shard)
+
+    @property
+    def samples_per_stream(self) -> np.ndarray:
+        return _read_only(self.plan.table.samples_per_stream)
+
+    @property
+    def shard_offset_per_stream(self) -> np.ndarray:
+        return _read_only(self.plan.table.shard_offset_per_stream)
+
+    @property
+    def spanner(self) -> Spanner:
+        return Spanner(self.plan.table)
+
+    @property
+    def shards(self) -> list[ShardEntry]:
+        return list(self.plan.opened.entries)
+
+    # ------------------------------------------------------------------ cache
     @property
     def cache_usage(self) -> int:
         """Bytes this dataset's files (index files and shards, raw and compressed) occupy on this node."""
         access = self._shard_access()
         total = 0
-        for stream, shard_ids in zip(self.streams, _shard_ids_per_stream(self._table)):
+        for stream, shard_ids in zip(self.streams, _shard_ids_per_stream(self.plan.table)):
             folder = Path(stream.local_dir)
             index = folder / INDEX_BASENAME
             total += index.stat().st_size if index.is_file() else 0
@@ -89,7 +196,7 @@ class MosaicNames:
         """Evict the least recently used cached shard of the remote streams; returns the bytes freed."""
         access = self._shard_access()
         candidates: list[tuple[int, int]] = []  # (last use in ns, shard id): the coldest of each stream
-        for stream, shard_ids in zip(self.streams, _shard_ids_per_stream(self._table)):
+        for stream, shard_ids in zip(self.streams, _shard_ids_per_stream(self.plan.table)):
             if stream.remote_dir is None or not shard_ids:
                 continue
             id_of = {access.entry(shard_id).raw_data.basename: shard_id for shard_id in shard_ids}
@@ -101,6 +208,14 @@ class MosaicNames:
                 "node; there is nothing to free (local-only streams are never evicted)"
             )
         return self.evict_shard(min(candidates)[1])
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of one of the dataset's own tables: writing to an inspection attribute must not
+    change which samples the dataset reads (and some are views of the node's mapped index anyway)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _shard_ids_per_stream(table: ShardTable) -> list[list[int]]:
@@ -127,16 +242,6 @@ def check_partition_algo(partition_algo: str) -> str:
     return partition_algo
 
 
-def check_canonical_nodes(epoch_size: int, num_canonical_nodes: int) -> None:
-    """Refuse more canonical nodes than samples in an epoch (MosaicML only warns, then repeats samples)."""
-    if num_canonical_nodes > epoch_size:
-        raise ConfigError(
-            f"num_canonical_nodes: expected at most {epoch_size} (the epoch's samples: each canonical node "
-            f"needs at least one), found {num_canonical_nodes}; pass num_canonical_nodes={max(1, epoch_size)} "
-            "or fewer, or a larger epoch_size"
-        )
-
-
 def check_batch_size_in_workers(batch_size: int | None, num_workers: int) -> None:
     """DataLoader workers build whole device batches, so they need the per-device batch size."""
     if num_workers and batch_size is None:
@@ -147,22 +252,6 @@ def check_batch_size_in_workers(batch_size: int | None, num_workers: int) -> Non
         )
 
 
-def resolve_stream_weights(streams: Sequence[Stream], underlying: np.ndarray, chosen: np.ndarray) -> None:
-    """Give each stream the proportion, repeat and choose the dataset derived, as MosaicML does."""
-    total = sum(int(count) for count in chosen) or 1
-    given = [stream.weight.proportion for stream in streams]
-    relative = all(value is not None for value in given)
-    given_total = sum(value for value in given if value is not None) or 1.0
-    for stream, samples, choose, proportion in zip(streams, underlying.tolist(), chosen, given):
-        stream.resolve_weights(
-            proportion=proportion / given_total
-            if relative and proportion is not None
-            else int(choose) / total,
-            repeat=int(choose) / samples if samples else 0.0,
-            choose=int(choose),
-        )
-
-
 __all__ = [
     "MosaicNames",
     "PARTITION_ALGOS",
@@ -170,5 +259,4 @@ __all__ = [
     "check_batch_size_in_workers",
     "check_canonical_nodes",
     "check_partition_algo",
-    "resolve_stream_weights",
 ]

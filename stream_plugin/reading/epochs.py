@@ -1,7 +1,8 @@
 """From dataset shape and settings to each epoch's global order: the glue over the pure ``order`` maths.
 
-A process reading an epoch plans only its own batches (``rank_batches``, chunked planning), so its
-memory follows its share of the epoch. ``order`` builds the whole order (for checks and tools).
+A process reading an epoch plans only its own batches (``rank_batch_pieces``, chunked planning), so
+its memory follows its share of the epoch. The whole order of an epoch is ``order.plan.plan_epoch`` over
+the same inputs (``OrderSettings.order_config`` and ``chosen_samples``), for checks and tools.
 """
 
 from __future__ import annotations
@@ -11,13 +12,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stream_plugin.errors import ConfigError
 from stream_plugin.order.batching import epoch_batches
 from stream_plugin.order.chunked import iter_rank_batches
 from stream_plugin.order.layout import AllSamples, Chosen
-from stream_plugin.order.plan import DatasetShape, EpochOrder, OrderConfig, plan_epoch
+from stream_plugin.order.plan import DatasetShape, OrderConfig
 from stream_plugin.order.sampling import epoch_samples
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.shard_table import ShardTable
+
+
+def check_canonical_nodes(epoch_size: int, num_canonical_nodes: int) -> None:
+    """Refuse more canonical nodes than samples in an epoch (MosaicML only warns, then repeats samples)."""
+    if num_canonical_nodes > epoch_size:
+        raise ConfigError(
+            f"num_canonical_nodes: expected at most {epoch_size} (the epoch's samples: each canonical node "
+            f"needs at least one), found {num_canonical_nodes}; pass num_canonical_nodes={max(1, epoch_size)} "
+            "or fewer, or a larger epoch_size"
+        )
 
 
 @dataclass(frozen=True)
@@ -32,9 +44,22 @@ class OrderSettings:
     sampling_method: str
     sampling_granularity: int
 
+    def order_config(self, *, global_batch_size: int, num_canonical_nodes: int, device_batch_size: int) -> OrderConfig:
+        """The ``order`` maths' settings of an epoch begun with ``global_batch_size``."""
+        return OrderConfig(
+            shuffle=self.shuffle,
+            shuffle_algo=self.shuffle_algo,
+            shuffle_seed=self.shuffle_seed,
+            shuffle_block_size=self.shuffle_block_size,
+            num_canonical_nodes=num_canonical_nodes,
+            batching_method=self.batching_method,  # type: ignore[arg-type]
+            global_batch_size=global_batch_size,
+            device_batch_size=device_batch_size,
+        )
+
 
 class EpochPlanner:
-    """Plans the epochs of one dataset: each rank's batches, or the whole ``EpochOrder``."""
+    """Plans the epochs of one dataset: each rank's batches, and the counts of an epoch."""
 
     def __init__(self, table: ShardTable, samples_per_stream: np.ndarray, settings: OrderSettings) -> None:
         self._table = table
@@ -80,32 +105,11 @@ class EpochPlanner:
             return [AllSamples(int(size)) for size in np.asarray(sizes).tolist()]
         return list(self.chosen_samples(epoch))
 
-    def _config(
-        self, *, global_batch_size: int, num_canonical_nodes: int, device_batch_size: int
-    ) -> OrderConfig:
-        settings = self._settings
-        return OrderConfig(
-            shuffle=settings.shuffle,
-            shuffle_algo=settings.shuffle_algo,
-            shuffle_seed=settings.shuffle_seed,
-            shuffle_block_size=settings.shuffle_block_size,
-            num_canonical_nodes=num_canonical_nodes,
-            batching_method=settings.batching_method,  # type: ignore[arg-type]
-            global_batch_size=global_batch_size,
-            device_batch_size=device_batch_size,
-        )
-
-    def order(
-        self, epoch: int, *, global_batch_size: int, num_canonical_nodes: int, device_batch_size: int
-    ) -> EpochOrder:
-        """The whole order of ``epoch`` (every rank's batches), for an epoch begun with ``global_batch_size``."""
-        return plan_epoch(*self._rank_inputs(epoch, global_batch_size, num_canonical_nodes, device_batch_size))
-
     def _rank_inputs(
         self, epoch: int, epoch_batch_size: int, num_canonical_nodes: int, device_batch_size: int
     ) -> tuple[DatasetShape, list[Chosen], OrderConfig, int]:
         """The shape, chosen samples, order settings and epoch a rank's planning starts from."""
-        config = self._config(
+        config = self._settings.order_config(
             global_batch_size=epoch_batch_size,
             num_canonical_nodes=num_canonical_nodes,
             device_batch_size=device_batch_size,

@@ -9,7 +9,7 @@ through the ``stream_plugin.streams`` entry-point group of an installed package.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any, overload
 
@@ -17,6 +17,7 @@ from stream_plugin.errors import ConfigError, ConfigTypeError
 from stream_plugin.reading.stream import Stream
 
 ENTRY_POINT_GROUP = "stream_plugin.streams"
+DEFAULT_STREAM_NAME = "stream"  # the name our ``Stream`` is registered under: the default ``stream_name``
 
 StreamClass = type[Stream]
 
@@ -74,21 +75,30 @@ class StreamRegistry:
 
 
 streams_registry = StreamRegistry()
-streams_registry.register("stream", func=Stream)
+streams_registry.register(DEFAULT_STREAM_NAME, func=Stream)
 
 
 def build_streams(
     streams: Sequence[Stream] | None,
     *,
     defaults: dict[str, Any],
-    stream_name: str = "stream",
+    stream_name: str = DEFAULT_STREAM_NAME,
     stream_config: dict[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> list[Stream]:
     """The dataset's streams: the given ones with ``defaults`` applied, else one built by name.
 
     ``defaults`` holds the dataset's ``remote``, ``local``, ``split``, ``download_retry``,
-    ``download_timeout``, ``validate_hash`` and ``keep_zip``.
+    ``download_timeout``, ``validate_hash`` and ``keep_zip``; ``storage_options`` are the one built
+    stream's (given streams carry their own).
     """
+    if storage_options is not None:
+        if streams is not None:
+            raise ConfigError(
+                "storage_options: expected it with remote/local (one stream), found it with streams; "
+                "pass Stream(..., storage_options={...}) for each stream instead"
+            )
+        stream_config = {**(stream_config or {}), "storage_options": storage_options}
     has_location = defaults.get("remote") is not None or defaults.get("local") is not None
     if streams is not None:
         if has_location:
@@ -111,4 +121,4 @@ def build_streams(
     return [streams_registry.get(stream_name)(**arguments)]
 
 
-__all__ = ["ENTRY_POINT_GROUP", "StreamRegistry", "build_streams", "streams_registry"]
+__all__ = ["DEFAULT_STREAM_NAME", "ENTRY_POINT_GROUP", "StreamRegistry", "build_streams", "streams_registry"]

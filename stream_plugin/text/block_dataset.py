@@ -3,8 +3,8 @@
 Each stream's samples are one flat token stream (``stream_plugin.text.blocks``), cut into blocks of
 ``block_size`` inputs plus one label token. The block is this dataset's sample: the order, partitioning,
 mixing (a stream's share of blocks is its share of tokens), resume state and chunked planning of
-``StreamingDataset`` apply to block ids unchanged. Only the table the order is planned over changes:
-shards hold blocks (those that start in them) instead of samples.
+``StreamingDataset`` apply to block ids unchanged. Only the table the order is planned over changes
+(the ``sample_table`` hook): shards hold blocks (those that start in them) instead of samples.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import numpy as np
 import torch
 
 from stream_plugin.errors import EmptyStreamError, StateError
-from stream_plugin.order.mixing import samples_per_stream
 from stream_plugin.reading.dataset import StreamingDataset
-from stream_plugin.reading.dataset_compat import resolve_stream_weights
-from stream_plugin.reading.epochs import EpochPlanner
+from stream_plugin.reading.dataset_plan import SampleTable, StreamSamples
 from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.reading.state import fingerprint as make_fingerprint
 from stream_plugin.reading.stream import Stream
@@ -67,31 +65,25 @@ class StreamingTokenBlockDataset(StreamingDataset):
         self.column = str(column)
         self.token_encoding_type = check_token_encoding_type(token_encoding_type)
         super().__init__(**kwargs)
-        self._samples = self._table  # where samples live: reading a block reads them
+        # Scalar lookups of the read path, as Python lists (bisect beats numpy on one value).
+        samples, blocks = self.plan.shards, self.plan.table
+        self._num_blocks = blocks.num_samples
+        self._first_block_per_stream: list[int] = blocks.sample_offset_per_stream.tolist()
+        self._first_sample_per_stream: list[int] = samples.sample_offset_per_stream.tolist()
+        self._first_sample_per_shard: list[int] = samples.sample_offset_per_shard.tolist()
+
+    def sample_table(self, streams: StreamSamples) -> SampleTable:
+        """Blocks, not samples: each shard holds the blocks that start in it (the ``sample_table`` hook).
+
+        Counts each stream's tokens (kept beside its index, see ``token_counts``) and keeps, per stream,
+        the first token of each sample for reading. The fingerprint adds ``column``, the token encoding
+        and ``block_size`` to the samples' one.
+        """
+        table = streams.samples.table
         self._token_offsets = [
-            token_offsets(self._count_stream_tokens(stream)) for stream in range(len(self.streams))
+            token_offsets(_count_stream_tokens(streams, stream, self.column, self.token_encoding_type))
+            for stream in range(len(self.streams))
         ]  # per stream: (samples + 1,) first token of each sample
-        self._plan_over_blocks()
-
-    # ------------------------------------------------------------------ construction
-    def _count_stream_tokens(self, stream: int) -> np.ndarray:
-        table = self._samples
-        first = int(table.shard_offset_per_stream[stream])
-        shard_ids = list(range(first, first + int(table.shards_per_stream[stream])))
-        path = counts_path(
-            self.streams[stream].local_dir,
-            self._opened.index_digests[stream],
-            self.column,
-            self.token_encoding_type,
-        )
-        access = self._shard_access()
-        return cached_counts(
-            path, lambda: count_tokens(access, shard_ids, self.column, self.token_encoding_type)
-        )
-
-    def _plan_over_blocks(self) -> None:
-        """Replace the sample-level table, epoch counts, planner and fingerprint by block-level ones."""
-        table = self._samples
         blocks: list[list[int]] = []
         for stream, offsets in enumerate(self._token_offsets):
             first = int(table.shard_offset_per_stream[stream])
@@ -99,32 +91,14 @@ class StreamingTokenBlockDataset(StreamingDataset):
             local_offsets = table.sample_offset_per_shard[shards] - table.sample_offset_per_stream[stream]
             blocks.append(blocks_per_shard(offsets, local_offsets, self.block_size).tolist())
         _refuse_streams_without_blocks(self.streams, self._token_offsets, self.block_size)
-        self._table = ShardTable.from_counts(blocks)
-        epoch_size_value = self._config.epoch_size
-        weights = [stream.weight for stream in self.streams]
-        self._samples_per_stream_per_epoch = samples_per_stream(
-            self._table.samples_per_stream.tolist(),
-            weights,
-            epoch_size=epoch_size_value,
-            seed=self.shuffle_seed,
-        )
-        resolve_stream_weights(
-            self.streams, self._table.samples_per_stream, self._samples_per_stream_per_epoch
-        )
-        self._planner = EpochPlanner(self._table, self._samples_per_stream_per_epoch, self._config.order_settings)
         digest = make_fingerprint(
             {
-                "samples": self._fingerprint,
+                "samples": streams.samples.fingerprint,
                 "column": self.column,
                 "token_encoding_type": self.token_encoding_type,
             }
         )
-        self._fingerprint = f"{digest}:block_size={self.block_size}"
-        # Scalar lookups of the read path, as Python lists (bisect beats numpy on one value).
-        self._num_blocks = self._table.num_samples
-        self._first_block_per_stream: list[int] = self._table.sample_offset_per_stream.tolist()
-        self._first_sample_per_stream: list[int] = table.sample_offset_per_stream.tolist()
-        self._first_sample_per_shard: list[int] = table.sample_offset_per_shard.tolist()
+        return SampleTable(ShardTable.from_counts(blocks), f"{digest}:block_size={self.block_size}")
 
     # ------------------------------------------------------------------ reading
     @property
@@ -182,6 +156,18 @@ def saved_block_size(obj: object) -> int | None:
     fingerprint = obj.get("fingerprint") if isinstance(obj, dict) else None
     found = _SIZE_IN_FINGERPRINT.search(fingerprint) if isinstance(fingerprint, str) else None
     return int(found.group(1)) if found else None
+
+
+def _count_stream_tokens(streams: StreamSamples, stream: int, column: str, token_encoding_type: str) -> np.ndarray:
+    """Tokens of each sample of stream ``stream``, counted once per index (cached beside it)."""
+    table = streams.samples.table
+    first = int(table.shard_offset_per_stream[stream])
+    shard_ids = list(range(first, first + int(table.shards_per_stream[stream])))
+    path = counts_path(
+        streams.opened.cache_specs[stream].config.local, streams.opened.index_digests[stream], column, token_encoding_type
+    )
+    access = streams.readers.access()
+    return cached_counts(path, lambda: count_tokens(access, shard_ids, column, token_encoding_type))
 
 
 def _refuse_streams_without_blocks(

@@ -14,6 +14,7 @@ import torch
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.dataset import StreamingDataset
+from stream_plugin.reading.stream_registry import DEFAULT_STREAM_NAME
 from stream_plugin.text.samples import check_token_encoding_type, model_input
 from stream_plugin.text.tokenizer import TextTokenizer, as_text_tokenizer
 from stream_plugin.units import parse_whole_number
@@ -49,13 +50,13 @@ class StreamingTextDataset(StreamingDataset):
         tokenizer: Any = None,
         max_seq_len: int,
         token_encoding_type: str = "int64",
-        stream_name: str = "stream",
+        stream_name: str = DEFAULT_STREAM_NAME,
         stream_config: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if stream_name != "stream" or stream_config:
+        if stream_name != DEFAULT_STREAM_NAME or stream_config:
             raise ConfigError(
-                f"stream_name / stream_config: expected the default Stream ('stream', no config), found "
+                f"stream_name / stream_config: expected the default Stream ({DEFAULT_STREAM_NAME!r}, no config), found "
                 f"{stream_name!r} / {stream_config!r}; give per-stream settings under `streams` instead"
             )
         self.max_seq_len = check_max_seq_len(max_seq_len)

@@ -1,6 +1,6 @@
 """The counts harness: every epoch yields exactly its chosen samples, and lengths agree with what is yielded.
 
-The sweep runs the dataset's own slicing (``StreamingDataset.sample_ids_for``) for every (rank, worker)
+The sweep runs the dataset's own slicing (``StreamingDataset.sample_id_pieces``) for every (rank, worker)
 of every layout, rebuilds what each rank's DataLoader yields (workers in turn, ``batch_size`` at a time,
 the last batch possibly short), and checks:
 
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.datasets import write_streams
+from support.orders import sample_ids, whole_order
 from support.resume import assert_continues
 
 from stream_plugin import ConfigError, Stream, StreamingDataLoader, StreamingDataset, World
@@ -88,12 +89,13 @@ def rank_batches(ids: list[np.ndarray], batch_size: int) -> list[np.ndarray]:
 def check_epoch(dataset: StreamingDataset, *, ranks: int, workers: int, drop_last: bool) -> None:
     B = dataset.batch_size
     assert B is not None
-    plan = IterationPlan(0, 0, dataset.global_batch_size, dataset._canonical_nodes())
-    order = dataset._order(plan)
+    assert dataset.num_canonical_nodes is not None
+    plan = IterationPlan(0, 0, dataset.global_batch_size, dataset.num_canonical_nodes)
+    order = whole_order(dataset, plan)
     per_rank = []
     for rank in range(ranks):
         topologies = [Topology(1, ranks, workers, rank=rank, worker=w) for w in range(max(workers, 1))]
-        per_rank.append(rank_batches([dataset.sample_ids_for(plan, t) for t in topologies], B))
+        per_rank.append(rank_batches([sample_ids(dataset, plan, t) for t in topologies], B))
     loader_len = math.floor(len(dataset) / B) if drop_last else math.ceil(len(dataset) / B)
     steps = {len(batches) for batches in per_rank}
     assert steps == {loader_len}, f"ranks yield {sorted(steps)} batches, len(loader) is {loader_len}"
@@ -105,7 +107,8 @@ def check_epoch(dataset: StreamingDataset, *, ranks: int, workers: int, drop_las
         assert len({len(share) for share in shares}) == 1, f"step {step}: ranks differ in batch size"
         if step == loader_len - 1 and len(order.tail) and not drop_last:  # the partial global batch
             counts = _real_counts(len(order.tail), ranks)
-            assert counts[0] == dataset._loader_pass(plan).last_batch_real
+            loader_pass = dataset.begin_pass()  # the first pass of a fresh dataset: ``plan``'s
+            assert loader_pass.plan == plan and counts[0] == loader_pass.last_batch_real
             repeats += sum(len(share) - count for share, count in zip(shares, counts, strict=True))
             real_rows.append(
                 np.concatenate([share[:count] for share, count in zip(shares, counts, strict=True)])
@@ -124,8 +127,8 @@ def check_epoch(dataset: StreamingDataset, *, ranks: int, workers: int, drop_las
             [
                 stream_ids + offset
                 for stream_ids, offset in zip(
-                    dataset._planner.chosen_samples(0),
-                    dataset._table.sample_offset_per_stream.tolist(),
+                    dataset.plan.planner.chosen_samples(0),
+                    dataset.plan.table.sample_offset_per_stream.tolist(),
                     strict=True,
                 )
             ]

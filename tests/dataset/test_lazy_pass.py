@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.datasets import write_ids
+from support.orders import sample_ids, whole_order
 
 from stream_plugin import MDSWriter, StreamingDataset, World
 from stream_plugin.order.partition import rank_worker_batches
@@ -42,7 +43,7 @@ def test_pieces_of_a_pass_are_the_whole_order_for_every_rank_and_worker(
         dataset = _dataset(remote, tmp_path, num_canonical_nodes=3, world=world, **shuffle)  # type: ignore[arg-type]
         G = dataset.global_batch_size
         plan = IterationPlan(0, consumed, G, 3)
-        order = dataset._order(plan)
+        order = whole_order(dataset, plan)
         for rank in range(ranks):
             for worker in range(max(workers, 1)):
                 topology = Topology(1, ranks, workers, rank=rank, worker=worker)
@@ -54,7 +55,7 @@ def test_pieces_of_a_pass_are_the_whole_order_for_every_rank_and_worker(
 
 def test_a_pass_read_in_pieces_yields_the_whole_order(remote: Path, tmp_path: Path) -> None:
     dataset = _dataset(remote, tmp_path, shuffle=True, world=World(rank=1, world_size=2, local_rank=1, local_world_size=2))
-    expected = dataset.sample_ids_for(IterationPlan(0, 0, 8, dataset._canonical_nodes()), dataset.topology())
+    expected = sample_ids(dataset, IterationPlan(0, 0, 8, dataset.world.num_nodes), dataset.topology())
     assert [int(sample["id"]) for sample in dataset] == expected.tolist()
 
 
@@ -114,7 +115,7 @@ def test_the_next_piece_downloads_while_the_last_samples_of_a_piece_are_read(
     monkeypatch.setattr(ShardAccess, "prepare", recording)
     monkeypatch.setattr(ShardAccess, "prepare_ahead", recording_ahead)  # what the prefetch threads call
     dataset = StreamingDataset(remote=remote.as_uri(), local=str(tmp_path / "cache"), batch_size=1, predownload=64)
-    shard_of = dataset._table.locate(np.arange(6_000))[0]
+    shard_of = dataset.plan.table.locate(np.arange(6_000))[0]
     for sample in dataset:
         assert int(sample["id"]) == yielded[0]
         yielded[0] += 1

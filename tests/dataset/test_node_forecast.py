@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.orders import sample_ids
 
 from stream_plugin import StreamingDataset
 from stream_plugin.cache.future import NEVER
@@ -62,10 +63,10 @@ def test_every_read_of_the_nodes_ranks_and_workers_lies_in_its_shards_span(
         dataset = _dataset(remote_1k, tmp_path / "cache", rank)
         for worker in range(WORKERS):
             topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=rank, worker=worker)
-            forecast = _forecast(NodeForecaster(dataset._planner, dataset._table.locate, len(dataset.shards)), plan, topology)
+            forecast = _forecast(NodeForecaster(dataset.plan.planner, dataset.plan.table.locate, len(dataset.shards)), plan, topology)
             assert forecast is not None
             future, clock = forecast
-            shards = dataset._table.locate(dataset.sample_ids_for(plan, topology))[0]  # (n,)
+            shards = dataset.plan.table.locate(sample_ids(dataset, plan, topology))[0]  # (n,)
             lag = clock.num_workers * clock.width
             times = np.array([clock.time(p) + lag for p in range(len(shards))])  # (n,)
             assert (future.first[0, shards] <= times).all()
@@ -91,7 +92,7 @@ def test_a_dataset_without_cache_limit_plans_no_future(remote_1k: Path, tmp_path
 def test_the_epoch_planned_ahead_is_the_next_pass_and_is_not_planned_again(remote_1k: Path, tmp_path: Path) -> None:
     dataset = _dataset(remote_1k, tmp_path / "cache", 2)
     planned: list[int] = []
-    planner = dataset._planner
+    planner = dataset.plan.planner
     plan_pieces = planner.rank_batch_pieces
 
     def counting(epoch: int, **options):
@@ -99,7 +100,7 @@ def test_the_epoch_planned_ahead_is_the_next_pass_and_is_not_planned_again(remot
         return plan_pieces(epoch, **options)
 
     planner.rank_batch_pieces = counting  # type: ignore[method-assign]
-    forecaster = NodeForecaster(planner, dataset._table.locate, len(dataset.shards))
+    forecaster = NodeForecaster(planner, dataset.plan.table.locate, len(dataset.shards))
     topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=2, worker=1)
     first = _forecast(forecaster, IterationPlan(0, 0, GLOBAL_BATCH, NODES), topology)
     second = _forecast(forecaster, IterationPlan(1, 0, GLOBAL_BATCH, NODES), topology)
@@ -113,7 +114,7 @@ def test_the_epoch_planned_ahead_is_the_next_pass_and_is_not_planned_again(remot
 
 def test_device_per_stream_batching_plans_no_future(remote_1k: Path, tmp_path: Path) -> None:
     dataset = _dataset(remote_1k, tmp_path / "cache", 2)
-    forecaster = NodeForecaster(dataset._planner, dataset._table.locate, len(dataset.shards))
+    forecaster = NodeForecaster(dataset.plan.planner, dataset.plan.table.locate, len(dataset.shards))
     topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=2, worker=0)
     forecast = forecaster.forecast(
         IterationPlan(0, 0, GLOBAL_BATCH, NODES),
