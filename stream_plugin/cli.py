@@ -264,6 +264,10 @@ def command_simulate(args: argparse.Namespace) -> int:
             json.dumps(result.summary(), indent=2) if args.json else format_tuning(result),
             end="\n" if args.json else "",
         )
+        if args.report is not None and result.candidates:
+            first = result.candidates[0]
+            page = write_report(first.simulation, args.report, price_per_gb=price)
+            print(f"report of the first-ranked setting ({first.setting.to_dict()}): {page}", file=sys.stderr)
         return 0
     simulation = simulate(workload, hardware)
     if args.report is not None:
@@ -325,7 +329,8 @@ def _add_simulate_options(simulate: argparse.ArgumentParser) -> None:
     output.add_argument(
         "--tune",
         action="store_true",
-        help="search predownload, workers, cache_limit and shuffle_block_size for the cheapest setting that does not stall",
+        help="search predownload, workers, cache_limit and shuffle_block_size for the cheapest setting that does "
+        "not stall; with --report, the report is the first-ranked setting's",
     )
 
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 
 from stream_plugin.cache.eviction import footprint
+from stream_plugin.cache.future import EVICTION_POLICIES
 from stream_plugin.errors import ConfigError, StreamPluginError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
 from stream_plugin.reading.config import DatasetConfig
@@ -265,7 +266,7 @@ OPTIONS: tuple[Option, ...] = (
         "eviction",
         "dataset",
         "policy name",
-        "which shard leaves a full cache: belady or lru",
+        f"which shard leaves a full cache: {' or '.join(EVICTION_POLICIES)}",
         _text,
         metavar="POLICY",
     ),
@@ -449,8 +450,11 @@ def _lightning(document: Mapping[str, Any], source: str) -> RunConfig:
     hardware: dict[str, Any] = {}
     if trainer.get("num_nodes") is not None:
         hardware["nodes"] = trainer["num_nodes"]
-    if isinstance(trainer.get("devices"), int) and not isinstance(trainer.get("devices"), bool):
-        hardware["devices_per_node"] = trainer["devices"]
+    devices = trainer.get("devices")
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
+        hardware["devices_per_node"] = devices
+    elif isinstance(devices, list) and devices:  # device ids
+        hardware["devices_per_node"] = len(devices)
     for ours, theirs in (("workers", "num_workers"), ("prefetch_factor", "prefetch_factor")):
         if arguments.get(theirs) is not None:
             hardware[ours] = arguments[theirs]

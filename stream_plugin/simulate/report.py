@@ -407,15 +407,34 @@ def render_html(simulation: Simulation, images: Mapping[str, bytes], *, price_pe
     )
 
 
+def steps_csv(simulation: Simulation) -> str:
+    """One row per step: its epoch, start and end (s), wait (s), samples and throughput (samples/s)."""
+    rows = zip(
+        simulation.epoch_of_step.tolist(),
+        simulation.step_start.tolist(),
+        simulation.step_end.tolist(),
+        simulation.wait.tolist(),
+        simulation.samples_per_step.tolist(),
+        simulation.throughput.tolist(),
+    )
+    lines = ["step,epoch,start_s,end_s,wait_s,samples,samples_per_s"]
+    lines += [
+        f"{step},{epoch},{start:.6f},{end:.6f},{wait:.6f},{samples},{rate:.3f}"
+        for step, (epoch, start, end, wait, samples, rate) in enumerate(rows)
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def write_report(simulation: Simulation, folder: str | Path, *, price_per_gb: float = 0.0) -> Path:
-    """Write the plots (PNG), ``summary.json`` and ``index.html`` (self-contained) into ``folder``;
-    return the page's path."""
+    """Write the plots (PNG), ``summary.json``, ``steps.csv`` (every step's figures) and ``index.html``
+    (self-contained) into ``folder``; return the page's path."""
     out = Path(folder)
     images = plots(simulation)
     out.mkdir(parents=True, exist_ok=True)
     for name, data in images.items():
         (out / name).write_bytes(data)
     (out / "summary.json").write_text(to_json(simulation, price_per_gb=price_per_gb) + "\n")
+    (out / "steps.csv").write_text(steps_csv(simulation))
     page = out / "index.html"
     page.write_text(render_html(simulation, images, price_per_gb=price_per_gb), encoding="utf-8")
     return page
@@ -429,6 +448,7 @@ __all__ = [
     "plots",
     "render_html",
     "require_plotting",
+    "steps_csv",
     "summary",
     "to_json",
     "write_report",

@@ -134,7 +134,7 @@ def test_a_missing_batch_size_names_the_options() -> None:
 def test_a_lightning_cli_yaml_gives_the_datamodule_data_and_the_trainer_hardware(tmp_path: Path) -> None:
     config = write(
         tmp_path / "fit.yaml",
-        "trainer:\n  num_nodes: 2\n  devices: 4\n  max_epochs: 3\n"
+        "trainer:\n  num_nodes: 2\n  devices: [0, 1, 2, 3]\n  max_epochs: 3\n"
         "data:\n  class_path: stream_plugin_lightning.StreamingDataModule\n  init_args:\n"
         "    global_batch_size: 64\n    num_workers: 2\n    drop_last: true\n"
         f"    train:\n      local: {ZSTD}\n      shuffle: true\n      transform: my.module.function\n"

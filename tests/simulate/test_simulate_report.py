@@ -126,6 +126,10 @@ def test_write_report_writes_the_plots_a_summary_and_one_self_contained_page(tmp
         data = (page.parent / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n")
         assert base64.b64encode(data).decode() in html
+    steps = (page.parent / "steps.csv").read_text().splitlines()
+    assert steps[0] == "step,epoch,start_s,end_s,wait_s,samples,samples_per_s"
+    assert steps[2] == "1,0,1.500000,2.500000,0.500000,32,21.333"
+    assert len(steps) == 1 + 4
     assert json.loads((page.parent / "summary.json").read_text())["egress_cost"] == pytest.approx(
         10 * GIB / 1e9 * 0.09
     )
