@@ -15,11 +15,33 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from support.datasets import write_ids
 from support.ranks import launch_ranks
 from support.throttle_proxy import ThrottleServer
 
+from stream_plugin.reading.config import DatasetConfig
+from stream_plugin.simulate import Workload
+from stream_plugin.simulate.config import read_streams, workload_of_streams
+
 REPO = Path(__file__).resolve().parents[2]
 RANK_SCRIPT = REPO / "tests" / "simulate" / "sim_rank.py"
+ID_BYTES = 16  # what a write_ids MDS sample takes beyond its payload: its offset, id and length
+
+
+def write_dataset(folder: Path, *, samples: int, per_shard: int, payload: int) -> Path:
+    """``samples`` samples of ``payload`` bytes, ``per_shard`` to a shard (the last may hold fewer)."""
+    write_ids(
+        folder,
+        range(samples),
+        size_limit=per_shard * (payload + ID_BYTES) + (payload + ID_BYTES) // 2,
+        payload=payload,
+    )
+    return folder
+
+
+def workload_of(folder: Path, config: DatasetConfig) -> Workload:
+    """The simulator's view of the dataset in ``folder``, read from its index as ``simulate`` reads one."""
+    return workload_of_streams(read_streams({"local": str(folder)}), config, [])
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ path, so each node reads the same dataset through its own remote URL (``server.r
 * ``bandwidth`` (bytes/s) is each group's: the bodies of all of a group's responses share it, chunk by
   chunk in turn (a token bucket without burst, so an idle group saves no credit).
 * ``latency`` (s) passes between a request's arrival and its first byte, for every answer.
-* ``rate_limit`` (requests/s) covers everything the server answers, all groups together: a token bucket
-  of ``burst`` requests refilled at that rate. A request that finds no token is answered 429 Too Many
-  Requests, without ``Retry-After`` (after the latency, like any answer).
+* ``rate_limit`` (requests/s) covers everything the server answers, all groups together (but the file
+  kinds in ``unlimited``): a token bucket of ``burst`` requests refilled at that rate. A request that
+  finds no token is answered 429 Too Many Requests, without ``Retry-After`` (after the latency, like any
+  answer), and its connection is closed.
 
 It counts per group: GETs answered with data (``gets``), 429 answers (``throttled``), body bytes sent
 (``bytes``), by kind of file (``shard`` for ``shard.*`` files, ``index`` for ``index.json``, ``other``).
@@ -40,6 +41,7 @@ class Throttle:
     latency: float = 0.0  # seconds from a request to its first byte
     rate_limit: float | None = None  # requests per second over all groups; more are answered 429
     burst: float = 1.0  # requests the rate limit lets through at once after an idle spell
+    unlimited: frozenset[str] = frozenset()  # file kinds the rate limit lets through uncounted ("index")
 
     def __post_init__(self) -> None:
         for name in ("bandwidth", "rate_limit"):
@@ -158,7 +160,8 @@ class ThrottleServer:
     # --- used by the handler --------------------------------------------------------------------
 
     def admit(self, arrival: float, group: str, method: str, path: str) -> bool:
-        admitted = self._rate is None or self._rate.admit()
+        rate = self._rate
+        admitted = rate is None or file_kind(path) in self.throttle.unlimited or rate.admit()
         with self._lock:
             self.log.append((arrival, group, method, path, 200 if admitted else 429))
             if not admitted:
