@@ -195,6 +195,21 @@ def test_a_lightning_cli_yaml_is_simulated(tmp_path: Path) -> None:
     assert figures["inputs"]["hardware"]["workers"] == 1
 
 
+def test_an_llm_foundry_yaml_is_simulated(tmp_path: Path) -> None:
+    config = tmp_path / "train.yaml"
+    config.write_text(
+        f"variables:\n  data_local: {ZSTD}\nmax_duration: 1ep\nglobal_train_batch_size: 8\n"
+        "train_loader:\n  name: stream_plugin\n  dataset:\n    local: ${variables.data_local}\n"
+        "    shuffle: true\n    max_seq_len: 16\n    eos_token_id: 2\n  drop_last: true\n  num_workers: 2\n"
+    )
+    result = run_cli(str(config), "--devices-per-node", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["steps"] == 37  # 300 samples in whole global batches of 8
+    assert figures["inputs"]["dataset"]["batch_size"] == 4
+    assert figures["inputs"]["hardware"]["workers"] == 2
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
