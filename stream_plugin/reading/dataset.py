@@ -9,9 +9,10 @@ every DataLoader worker and never pickled.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -29,8 +30,8 @@ from stream_plugin.reading.dataset_compat import MosaicNames, check_batch_size_i
 from stream_plugin.reading.dataset_plan import DatasetPlan, SampleTable, StreamSamples, plan_dataset
 from stream_plugin.reading.epochs import check_canonical_nodes
 from stream_plugin.reading.heap import settle_heap
-from stream_plugin.reading.iteration import PerSample, chain_blocks, sample_blocks
-from stream_plugin.reading.node_forecast import NodeClock, NodeForecaster, PieceClock
+from stream_plugin.reading.node_forecast import NodeClock, NodeForecaster
+from stream_plugin.reading.pass_reading import PassReading, read_pass
 from stream_plugin.reading.passes import LoaderPass, PassCounter
 from stream_plugin.reading.process_shards import check_readers_fit
 from stream_plugin.reading.sample_access import select_samples
@@ -470,7 +471,10 @@ class StreamingDataset(MosaicNames, IterableDataset):
             plan = self._cursor.plan_in_main_process(**arguments)
         topology = self.topology()
         clock = self._follow_node(plan, topology)
-        return self._read_pass(plan, self.sample_id_pieces(plan, topology), ends_epoch=not num_workers, clock=clock)
+        # A pass read in this process that runs to its end finishes its epoch here; in DataLoader workers the
+        # loader finishes it (finish_pass). An abandoned pass keeps its position, for state_dict().
+        when_done = None if num_workers else partial(self._cursor.end, plan)
+        return read_pass(self._pass_reading(), self.sample_id_pieces(plan, topology), clock=clock, when_done=when_done)
 
     def _follow_node(self, plan: IterationPlan, topology: Topology) -> NodeClock | None:
         """With ``eviction="belady"`` and a ``cache_limit``: tell the caches what this node reads in this
@@ -496,81 +500,17 @@ class StreamingDataset(MosaicNames, IterableDataset):
         access.expect(future, reach=clock.prefetch_reach)
         return clock
 
-    def _read_pass(
-        self,
-        plan: IterationPlan,
-        sample_id_pieces: Iterable[np.ndarray],
-        *,
-        ends_epoch: bool,
-        clock: NodeClock | None = None,
-    ) -> Iterator[Any]:
-        """Read the pass's samples, a piece of sample ids at a time: each piece is planned and located
-        only when the samples before it are read, so the first sample does not wait for the pass. The
-        prefetcher asks for the next piece as its window reaches the end of the current one
-        (``locate_next``), so the next piece's shards download while this one is read. The samples
-        come through ``chain_blocks``: no Python frame per sample between the reader and the caller."""
-        return chain_blocks(self._pass_blocks(plan, sample_id_pieces, ends_epoch=ends_epoch, clock=clock))
-
-    def _pass_blocks(
-        self,
-        plan: IterationPlan,
-        sample_id_pieces: Iterable[np.ndarray],
-        *,
-        ends_epoch: bool,
-        clock: NodeClock | None,
-    ) -> Generator[Iterable[Any], None, None]:
-        pieces = iter(sample_id_pieces)
-        located: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        read = 0  # samples of the pass in the pieces before the current one
-
-        def locate_next() -> np.ndarray | None:
-            sample_ids = next(pieces, None)
-            if sample_ids is None:
-                return None
-            shard_ids, offsets = self._plan.table.locate(sample_ids)
-            located.append((sample_ids, shard_ids, offsets))
-            return shard_ids
-
-        try:
-            while located or locate_next() is not None:
-                piece = located.pop(0)
-                piece_clock = None if clock is None else PieceClock(clock, read)
-                yield from self._piece_blocks(*piece, more=locate_next, clock=piece_clock)
-                read += len(piece[0])
-        finally:
-            self._next_read[:] = None, None, 0
-        # Only a pass that ran to its end finishes the epoch; an abandoned one (a break, a closed
-        # iterator) keeps its position so that state_dict() still describes it.
-        if ends_epoch:
-            self._cursor.end(plan)
-
-    def _piece_blocks(
-        self,
-        sample_ids: np.ndarray,
-        shard_ids: np.ndarray,
-        offsets: np.ndarray,
-        *,
-        more: Callable[[], np.ndarray | None],
-        clock: PieceClock | None = None,
-    ) -> Iterator[Iterable[Any]]:
-        per_sample = None
+    def _pass_reading(self) -> PassReading:
+        """What reading a pass takes from this dataset: a subclass's own ``get_item`` or ``__getitem__``
+        fetches each sample when it overrides one."""
+        fetch = None
         if _overrides(self, "__getitem__"):
-            per_sample = PerSample(sample_ids, self.__getitem__, self._next_read)
+            fetch = self.__getitem__
         elif _overrides(self, "get_item"):
-            per_sample = PerSample(sample_ids, self.get_item, self._next_read)
-        blocks = sample_blocks(
-            self._shard_access(),
-            shard_ids,
-            offsets,
-            predownload=self.predownload,
-            per_sample=per_sample,
-            more=more,
-            clock=clock,
+            fetch = self.get_item
+        return PassReading(
+            self._shard_access(), self._plan.table, self.predownload, fetch, self.transform, self._next_read
         )
-        transform = self.transform
-        if transform is not None and per_sample is None:
-            blocks = (map(transform, block) for block in blocks)
-        return blocks
 
     def sample_id_pieces(self, plan: IterationPlan, topology: Topology) -> Iterator[np.ndarray]:
         """The global sample ids this (rank, worker) yields in ``plan``'s pass, in order, in pieces, each
