@@ -92,6 +92,13 @@ def test_requests_beyond_the_rate_limit_are_answered_429_without_retry_after(roo
         assert [status for *_, status in server.log] == [200, 200, 429, 429]
 
 
+def test_kinds_left_unlimited_pass_the_rate_limit_without_a_token(root: Path) -> None:
+    with ThrottleServer(root, Throttle(rate_limit=1.0, unlimited=frozenset({"index"}))) as server:
+        statuses = [get(server.remote("node0", "ds/index.json")).status for _ in range(3)]
+        statuses += [get(server.remote("node0", "ds/shard.00000.mds")).status for _ in range(2)]
+        assert statuses == [200, 200, 200, 200, 429]
+
+
 def test_the_http_store_retries_each_429_once_and_gets_the_file(root: Path, tmp_path: Path) -> None:
     failures: list[BaseException] = []
     with ThrottleServer(root, Throttle(rate_limit=4.0)) as server:
