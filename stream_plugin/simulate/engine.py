@@ -14,13 +14,16 @@ The model, in the order a step happens:
   served; each waits ``latency`` for its first byte, and at most ``ranks x max(workers, 1) x
   download_threads`` are in flight. A shard is ready once its files are in and decompressed
   (``raw_bytes / decompress_rate``).
-- **Throttling.** With ``rate_limit`` the store admits one request per ``1 / rate_limit`` seconds
-  over the whole job (a bucket of one token); a request that comes sooner is answered 429 after the
-  latency and tried again after the mean of our backoff (``storage.retry.RetryPolicy``).
+- **Throttling.** With ``rate_limit`` (R) the store admits requests from one token bucket for the
+  whole job: it holds up to ``max(1, R)`` tokens (a second's worth), refills at R per second, and
+  each admitted request takes one. A request that finds none is answered 429 after the latency and
+  tried again after the mean of our backoff (``storage.retry.RetryPolicy``).
 - **Cache.** A node keeps what it downloaded across epochs. With ``cache_limit`` a download first
   makes room, by the dataset's ``eviction`` policy: ``belady`` evicts the idle shard the node reads
-  again farthest ahead (never again first), and a download ahead of need waits rather than evict a
-  shard read before the one it brings; ``lru`` evicts the least recently used idle shard. A shard in
+  again farthest ahead (never again first); a download ahead of need waits rather than evict a
+  shard read before the one it brings, and evicts nothing while its shard is read more than
+  ``3 x max(workers, 1)`` steps ahead (the cache's ``prefetch_reach``); ``lru`` evicts the least
+  recently used idle shard. A shard in
   use is never evicted; a download that finds no room waits for the next step.
 - **Workers and steps.** Worker ``t mod workers`` of every rank builds batch ``t``: it starts once it
   finished its previous batch and the trainer is within ``prefetch_factor`` of its batches, and takes
@@ -74,6 +77,8 @@ class _Node:
     download_of: np.ndarray  # int64 (D,): the download serving each demand, -1 until released
     released: int = 0  # demands [0, released) have a download (or a cached copy)
     resolved: int = 0  # demands [0, resolved) have a known ready time
+    next_release: float = math.inf  # the first step of demand ``released`` (inf: none left)
+    next_resolve: float = math.inf  # the first step of demand ``resolved`` once released (inf: none)
     link_free: float = 0.0  # when the node's link finishes the bytes it was given
     in_flight: list[float] = field(default_factory=list)  # heap: ready times of admitted downloads
     holding: dict[int, int] = field(default_factory=dict)  # shard -> its download (placed or in flight)
@@ -85,6 +90,14 @@ class _Node:
     downloads: int = 0
     failed: int = 0
     uses_of: dict[int, np.ndarray] = field(default_factory=dict)  # shard -> its demands (with a limit)
+
+    def __post_init__(self) -> None:
+        self.next_release = self.first_of(0)
+
+    def first_of(self, demand: int) -> float:
+        """The first step of ``demand``; inf past the last."""
+        return int(self.first[demand]) if demand < len(self.first) else math.inf
+
     last_read: dict[int, int] = field(default_factory=dict)  # shard -> the step of its latest read
 
 
@@ -100,6 +113,9 @@ class _Run:
         self.limit = config.cache_limit
         self.policy = config.eviction
         self.window = window_steps(workload, hardware)
+        # How far ahead a download may evict (the real ``NodeClock.prefetch_reach``: two batches of
+        # every worker in flight, past the other workers' lag), in steps.
+        self.reach = 3 * max(hardware.workers, 1)
         ranks = hardware.devices_per_node // (config.replication or 1) or 1
         self.slots = ranks * max(hardware.workers, 1) * hardware.download_threads
         retry = workload.download_retry
@@ -107,7 +123,8 @@ class _Run:
         self.downloads: list[_Download] = []
         self.events: list[tuple[float, int, int]] = []  # heap: (time, sequence, download)
         self.sequence = 0
-        self.bucket_free = 0.0  # when the store admits its next request
+        capacity = max(1.0, hardware.rate_limit or 0.0)
+        self.bucket = [capacity, 0.0, capacity]  # tokens, when counted, capacity
         self.nodes = [self._node(index) for index in range(hardware.nodes)]
 
     # ------------------------------------------------------------------ set-up
@@ -143,14 +160,17 @@ class _Run:
         item = self.downloads[download]
         node = self.nodes[item.node]
         if hw.rate_limit is not None:
-            if time < self.bucket_free:
+            tokens, counted, capacity = self.bucket
+            tokens = min(capacity, tokens + max(0.0, time - counted) * hw.rate_limit)
+            self.bucket[:2] = [tokens, max(time, counted)]
+            if tokens < 1.0:
                 node.throttled += 1
                 if item.attempt < self.retry.attempts:
                     delay = self.retry.delay_cap(item.attempt) * (1.0 - self.retry.jitter / 2)
                     item.attempt += 1
                     return time + hw.latency + delay
                 node.failed += 1  # the real run raises here; the model lets the request through
-            self.bucket_free = max(time, self.bucket_free) + 1.0 / hw.rate_limit
+            self.bucket[0] -= 1.0
         item.attempt = 1
         shard = item.shard
         size = int(workload.stored_bytes[shard]) / int(workload.requests_per_shard[shard])
@@ -200,11 +220,22 @@ class _Run:
             time, _, download = heapq.heappop(self.events)
             self._answer(time, download)
 
-    def settle_node(self, node: _Node, step: int) -> float:
+    def settle_node(self, node: _Node, step: int, time: float) -> float:
         """Answer requests, in time order, until every demand of ``node`` read by ``step`` is ready;
-        return when the last of them is."""
+        return when the last of them is. A demand whose shard was evicted after its release is
+        downloaded again now (at ``time``)."""
         ready = 0.0
         while node.resolved < node.released and node.first[node.resolved] <= step:
+            if node.download_of[node.resolved] < 0:
+                shard = int(node.shard[node.resolved])
+                if not self._make_room(node, shard, step, step, time):
+                    raise ConfigError(
+                        f"cache_limit: expected room for every shard node {node.index} has in use at step {step} "
+                        f"(the simulation counts a shard in use from its first to its last read of a pass), found "
+                        f"{self.limit} bytes; raise cache_limit, or lower shuffle_block_size so that shards are "
+                        "read in shorter spans"
+                    )
+                node.download_of[node.resolved] = self._start(node, shard, time)
             download = self.downloads[int(node.download_of[node.resolved])]
             while download.ready == _UNKNOWN:
                 if not self.events:
@@ -213,6 +244,7 @@ class _Run:
                 self._answer(time, waiting)
             ready = max(ready, download.ready)
             node.resolved += 1
+        node.next_resolve = node.first_of(node.resolved) if node.resolved < node.released else math.inf
         return ready
 
     # ------------------------------------------------------------------ the cache
@@ -224,26 +256,29 @@ class _Run:
             shard = int(node.shard[demand])
             held = node.holding.get(shard)
             if held is None:
-                if self.limit is not None and not self._make_room(node, shard, int(node.first[demand]), step):
+                if self.limit is not None and not self._make_room(
+                    node, shard, int(node.first[demand]), step, time
+                ):
                     return
                 held = self._start(node, shard, time)
             node.download_of[demand] = held
             node.released += 1
+            node.next_release = node.first_of(node.released)
+            if node.resolved == demand:
+                node.next_resolve = node.first_of(demand)
 
     def _next_use(self, node: _Node, shard: int, step: int) -> int:
         """The step this node next reads ``shard`` from ``step`` on: ``step`` while in use (its span
-        covers ``step``, or its next pass was released and awaits it), NEVER if never."""
+        covers ``step``), NEVER if never."""
         uses = node.uses_of[shard]
         after = uses[node.last[uses] >= step]
         if not len(after):
             return int(NEVER)
-        demand = int(after.min())
-        if demand < node.released:
-            return step
-        return max(int(node.first[demand]), step)
+        return max(int(node.first[after].min()), step)
 
-    def _make_room(self, node: _Node, shard: int, needed_at: int, step: int) -> bool:
-        """Evict idle shards until ``shard`` fits under the limit; False where it must wait."""
+    def _make_room(self, node: _Node, shard: int, needed_at: int, step: int, time: float) -> bool:
+        """Evict idle shards until ``shard`` fits under the limit; False where it must wait. The
+        evicted shard's released demands not yet read will download it again when read."""
         assert self.limit is not None
         need = int(self.workload.footprint[shard])
         if need > self.limit:
@@ -251,18 +286,23 @@ class _Run:
                 f"cache_limit: expected at least one shard's {need} bytes, found {self.limit}; raise cache_limit"
             )
         while node.usage + need > self.limit:
-            victim = self._victim(node, needed_at, step)
+            if self.policy == "belady" and needed_at - step > self.reach:
+                return False  # a download far ahead evicts nothing: it waits until within reach
+            victim = self._victim(node, needed_at, step, time)
             if victim is None:
                 return False
             del node.holding[victim]
+            uses = node.uses_of[victim]
+            awaiting = uses[(uses >= node.resolved) & (uses < node.released)]
+            node.download_of[awaiting] = -1
             node.usage -= int(self.workload.footprint[victim])
         return True
 
-    def _victim(self, node: _Node, needed_at: int, step: int) -> int | None:
+    def _victim(self, node: _Node, needed_at: int, step: int, time: float) -> int | None:
         """The idle placed shard the policy evicts first, or None (see the module docstring)."""
         best: tuple[int, int] | None = None
         for held, download in node.holding.items():
-            if self.downloads[download].ready == _UNKNOWN:
+            if self.downloads[download].ready > time:
                 continue  # in flight
             next_use = self._next_use(node, held, step)
             if next_use <= step:
@@ -277,10 +317,13 @@ class _Run:
                 best = (key, held)
         return None if best is None else best[1]
 
+    @property
+    def tracks_reads(self) -> bool:
+        """Whether eviction needs each shard's latest read (LRU under a limit)."""
+        return self.limit is not None and self.policy == "lru"
+
     def mark_read(self, node: _Node, step: int) -> None:
         """Note the step of each held shard's latest read (for LRU)."""
-        if self.limit is None or self.policy != "lru":
-            return
         for shard in node.holding:
             uses = node.uses_of[shard]
             begun = uses[node.first[uses] <= step]
@@ -302,21 +345,26 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     start = np.zeros(steps)
     end = np.zeros(steps)
     wait = np.zeros(steps)
-    for node in run.nodes:
+    nodes = run.nodes
+    for node in nodes:
         run.release(node, run.window, 0, 0.0)
     previous_end = 0.0
+    data_ready = np.zeros(hardware.nodes)
     for step in range(steps):
-        data_ready = np.zeros(hardware.nodes)
-        for node in run.nodes:
-            run.release(node, step, step, previous_end)  # what the window could not fetch ahead
-            if node.released < len(node.shard) and node.first[node.released] <= step:
-                raise ConfigError(
-                    f"cache_limit: expected room for every shard node {node.index} has in use at step {step} (the "
-                    f"simulation counts a shard in use from its first to its last read of a pass), found "
-                    f"{run.limit} bytes; raise cache_limit, or lower shuffle_block_size so that shards are read "
-                    "in shorter spans"
-                )
-            data_ready[node.index] = run.settle_node(node, step)
+        data_ready[:] = 0.0
+        for node in nodes:  # first every node's requests for what the window could not fetch ahead
+            if node.next_release <= step:
+                run.release(node, step, step, previous_end)
+                if node.next_release <= step:
+                    raise ConfigError(
+                        f"cache_limit: expected room for every shard node {node.index} has in use at step {step} "
+                        f"(the simulation counts a shard in use from its first to its last read of a pass), found "
+                        f"{run.limit} bytes; raise cache_limit, or lower shuffle_block_size so that shards are "
+                        "read in shorter spans"
+                    )
+        for node in nodes:  # then the store answers them all, in time order
+            if node.next_resolve <= step:
+                data_ready[node.index] = run.settle_node(node, step, previous_end)
         begin = worker_free[:, step % workers]
         if step >= credit:
             begin = np.maximum(begin, start[step - credit])
@@ -326,9 +374,12 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
         wait[step] = start[step] - previous_end
         end[step] = previous_end = start[step] + compute
         run.settle(start[step])
-        for node in run.nodes:
-            run.mark_read(node, step)
-            run.release(node, step + run.window, step, start[step])
+        through = step + run.window
+        for node in nodes:
+            if run.tracks_reads:
+                run.mark_read(node, step)
+            if node.next_release <= through:
+                run.release(node, through, step, start[step])
     notes = list(reads.notes)
     failed = sum(node.failed for node in run.nodes)
     if failed:

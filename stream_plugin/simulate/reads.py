@@ -9,7 +9,10 @@ each shard's first and last step, so memory follows the shard count, never the s
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +29,8 @@ _UNREAD = np.iinfo(np.int64).max
 # Distinct shards per global batch are counted (a sort of every step's reads) up to this many reads
 # per epoch; above it the figure is left out and a note says so.
 _COUNT_BATCH_SHARDS_UP_TO = 100_000_000
+# Runs of at least this many reads (all epochs) plan the nodes' passes in parallel processes.
+_PARALLEL_FROM_READS = 50_000_000
 
 
 class Locator:
@@ -40,6 +45,9 @@ class Locator:
 
     def __init__(self, samples_per_shard: np.ndarray) -> None:
         counts = np.asarray(samples_per_shard, dtype=np.int64)
+        # Equal shards (a synthetic shape, most written datasets but the last shard): one division.
+        equal = len(counts) and counts[0] > 0 and (counts[:-1] == counts[0]).all() and counts[-1] <= counts[0]
+        self._equal = int(counts[0]) if equal else 0
         self._ends = np.cumsum(counts)  # (S,): first sample id after each shard
         self._starts = self._ends - counts  # (S,)
         nonzero = counts[counts > 0]
@@ -56,6 +64,8 @@ class Locator:
     def __call__(self, sample_ids: np.ndarray) -> np.ndarray:
         """Shard ids of ``sample_ids``: int64 (n,)."""
         ids = np.asarray(sample_ids, dtype=np.int64)
+        if self._equal:
+            return ids // self._equal  # a shorter last shard: its ids still divide to it
         shards = self._first[ids >> self._shift]
         for _ in range(self._MAX_PASSES):
             past = self._ends[shards] <= ids
@@ -144,39 +154,43 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
     sizes = np.full(steps, global_batch, np.int64)
     if rest and not config.drop_last:
         sizes[-1] = rest
-    locate = Locator(workload.samples_per_shard)
-    scratch_first = np.full(workload.num_shards, _UNREAD, np.int64)
-    scratch_last = np.full(workload.num_shards, -1, np.int64)
+    passes = _PassPlanner(workload, hardware, canonical, global_batch, band)
+    tasks = [
+        (epoch, node, count, offset, planner.epoch_size <= _COUNT_BATCH_SHARDS_UP_TO)
+        for epoch, (count, offset) in enumerate(
+            zip(epoch_steps, np.cumsum([0, *epoch_steps]).tolist(), strict=False)
+        )
+        for node in range(hardware.nodes)
+    ]
+    processes = min(processes_for(planner.epoch_size * len(epoch_steps)), len(tasks))
+    if processes > 1:
+        # Forked: the planning processes inherit the workload (no pickling of the shard arrays) and
+        # need no importable __main__.
+        _WORKER[:] = [passes]
+        try:
+            with ProcessPoolExecutor(processes, multiprocessing.get_context("fork")) as pool:
+                results = list(
+                    pool.map(_plan_in_worker, tasks, chunksize=max(1, len(tasks) // (4 * processes)))
+                )
+        finally:
+            _WORKER.clear()
+    else:
+        results = [passes.plan(*task) for task in tasks]
     epochs: list[tuple[NodeEpoch, ...]] = []
     shuffle: list[EpochShuffle] = []
     notes: list[str] = []
-    offset = 0
     for epoch, count in enumerate(epoch_steps):
-        count_shards = planner.epoch_size <= _COUNT_BATCH_SHARDS_UP_TO
-        per_step_shards = np.zeros(count, np.int64) if count_shards else None
-        nodes = []
-        for node in range(hardware.nodes):
-            pieces = planner.rank_batch_pieces(
-                epoch,
-                epoch_batch_size=global_batch,
-                num_canonical_nodes=canonical,
-                device_batch_size=band,
-                consumed=0,
-                global_batch_size=global_batch,
-                topology=Topology(num_nodes=hardware.nodes, rank=node),
-                drop_last=config.drop_last,
-            )
-            nodes.append(
-                _node_epoch(pieces, locate, band, count, offset, scratch_first, scratch_last, per_step_shards)
-            )
+        mine = results[epoch * hardware.nodes : (epoch + 1) * hardware.nodes]
+        nodes = [node for node, _ in mine]
+        counted = [per_step for _, per_step in mine if per_step is not None]
+        per_step_shards = np.sum(counted, axis=0) if len(counted) == len(mine) else None
         epochs.append(tuple(nodes))
-        shuffle.append(_shuffle_figures(nodes, offset, count, per_step_shards))
+        shuffle.append(_shuffle_figures(nodes, count, per_step_shards))
         if per_step_shards is None and epoch == 0:
             notes.append(
                 f"shards per batch not counted: an epoch of {planner.epoch_size} samples is above "
                 f"{_COUNT_BATCH_SHARDS_UP_TO}"
             )
-        offset += count
     total = sum(epoch_steps)
     samples = (
         np.concatenate([sizes[:count] for count in epoch_steps]) if epoch_steps else np.zeros(0, np.int64)
@@ -193,6 +207,57 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
         num_canonical_nodes=canonical,
         notes=tuple(notes),
     )
+
+
+def processes_for(reads: int) -> int:
+    """Processes that plan the nodes' passes: one per core for large runs, else this one."""
+    return max(1, min(os.cpu_count() or 1, 8)) if reads >= _PARALLEL_FROM_READS else 1
+
+
+class _PassPlanner:
+    """Plans one node's pass of one epoch (in this process, or in forked planning processes)."""
+
+    def __init__(
+        self, workload: Workload, hardware: Hardware, canonical: int, global_batch: int, band: int
+    ) -> None:
+        self.workload = workload
+        self.hardware = hardware
+        self.canonical = canonical
+        self.global_batch = global_batch
+        self.band = band
+        self._built: tuple[EpochPlanner, Locator, np.ndarray, np.ndarray] | None = None
+
+    def plan(
+        self, epoch: int, node: int, steps: int, offset: int, count_shards: bool
+    ) -> tuple[NodeEpoch, np.ndarray | None]:
+        if self._built is None:
+            num_shards = self.workload.num_shards
+            self._built = (
+                build_planner(self.workload),
+                Locator(self.workload.samples_per_shard),
+                np.full(num_shards, _UNREAD, np.int64),
+                np.full(num_shards, -1, np.int64),
+            )
+        planner, locate, first, last = self._built
+        pieces = planner.rank_batch_pieces(
+            epoch,
+            epoch_batch_size=self.global_batch,
+            num_canonical_nodes=self.canonical,
+            device_batch_size=self.band,
+            consumed=0,
+            global_batch_size=self.global_batch,
+            topology=Topology(num_nodes=self.hardware.nodes, rank=node),
+            drop_last=self.workload.config.drop_last,
+        )
+        per_step = np.zeros(steps, np.int64) if count_shards else None
+        return _node_epoch(pieces, locate, self.band, steps, offset, first, last, per_step), per_step
+
+
+_WORKER: list[_PassPlanner] = []  # the planner the forked planning processes use
+
+
+def _plan_in_worker(task: tuple[int, int, int, int, bool]) -> tuple[NodeEpoch, np.ndarray | None]:
+    return _WORKER[0].plan(*task)
 
 
 def _node_epoch(
@@ -240,9 +305,7 @@ def _count_step_shards(per_step: np.ndarray, first_step: int, shards: np.ndarray
     return shards[whole * band :]
 
 
-def _shuffle_figures(
-    nodes: list[NodeEpoch], offset: int, steps: int, per_step_shards: np.ndarray | None
-) -> EpochShuffle:
+def _shuffle_figures(nodes: list[NodeEpoch], steps: int, per_step_shards: np.ndarray | None) -> EpochShuffle:
     spans = [(node.last - node.first) for node in nodes if len(node.shards)]
     spread = np.concatenate(spans).astype(np.float64) / max(steps - 1, 1) if spans else np.zeros(1)
     return EpochShuffle(
