@@ -1,0 +1,205 @@
+"""The simulation engine: its reads are the real order's, and its clocks and counters follow the model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from stream_plugin.cache.policy_sim import belady_misses, lru_misses
+from stream_plugin.errors import ConfigError
+from stream_plugin.order.topology import Topology
+from stream_plugin.reading.config import DatasetConfig
+from stream_plugin.simulate import Hardware, Workload, simulate
+from stream_plugin.simulate.engine import window_steps
+from stream_plugin.simulate.reads import Locator, build_planner, plan_reads
+
+SHARD_BYTES = 1 << 20
+
+
+def workload(**config: object) -> Workload:
+    settings = {"batch_size": 4, "shuffle": True, "shuffle_block_size": 64, **config}
+    return Workload.synthetic(
+        shards=48,
+        samples_per_shard=32,
+        raw_bytes_per_shard=SHARD_BYTES,
+        config=DatasetConfig(**settings),  # type: ignore[arg-type]
+    )
+
+
+def hardware(**fields: object) -> Hardware:
+    settings = {
+        "nodes": 2,
+        "devices_per_node": 2,
+        "workers": 2,
+        "bandwidth": 1e9,
+        "step_time": 0.01,
+        **fields,
+    }
+    return Hardware(**settings)  # type: ignore[arg-type]
+
+
+def rank_reads(work: Workload, hw: Hardware, epoch: int) -> list[np.ndarray]:
+    """Each rank's sample ids of ``epoch`` as the dataset plans them (every worker of the rank)."""
+    planner = build_planner(work)
+    batch = int(work.config.batch_size or 1)
+    world = hw.world_size
+    reads = []
+    for rank in range(world):
+        pieces = []
+        for worker in range(max(hw.workers, 1)):
+            topology = Topology(
+                num_nodes=hw.nodes,
+                ranks_per_node=hw.devices_per_node,
+                workers_per_rank=hw.workers,
+                rank=rank,
+                worker=worker,
+            )
+            pieces += list(
+                planner.rank_batch_pieces(
+                    epoch,
+                    epoch_batch_size=batch * world,
+                    num_canonical_nodes=work.config.num_canonical_nodes or hw.nodes,
+                    device_batch_size=batch,
+                    consumed=0,
+                    global_batch_size=batch * world,
+                    topology=topology,
+                    drop_last=False,
+                )
+            )
+        reads.append(np.concatenate(pieces))
+    return reads
+
+
+def test_locator_finds_the_shard_of_every_sample() -> None:
+    rng = np.random.default_rng(5)
+    for counts in (
+        rng.integers(0, 40, size=500),  # uneven, with empty shards
+        np.full(300, 17),  # equal shards: by division
+        np.array([8, 8, 8, 3]),  # a shorter last shard
+        np.array([8, 8, 8, 30]),  # a longer last shard: not by division
+        np.array([1, 1000, 1, 1, 2000]),  # buckets wider than some shards
+    ):
+        counts = np.asarray(counts, np.int64)
+        ends = np.cumsum(counts)
+        ids = np.arange(int(ends[-1]), dtype=np.int64)
+        assert np.array_equal(Locator(counts)(ids), np.searchsorted(ends, ids, side="right"))
+
+
+def test_without_a_cache_limit_each_node_downloads_each_shard_its_ranks_read_once() -> None:
+    work, hw = workload(), hardware(epochs=2)
+    result = simulate(work, hw)
+    locate = Locator(work.samples_per_shard)
+    ranks_per_node = hw.devices_per_node
+    for node in range(hw.nodes):
+        read = set()
+        for epoch in range(hw.epochs):
+            for rank in range(node * ranks_per_node, (node + 1) * ranks_per_node):
+                read |= set(locate(rank_reads(work, hw, epoch)[rank]).tolist())
+        assert result.node_downloads[node] == len(read)
+        assert result.node_requests[node] == len(read)
+        assert result.node_bytes[node] == len(read) * SHARD_BYTES
+        assert result.node_peak_cache[node] == len(read) * SHARD_BYTES
+
+
+def test_the_steps_are_the_epochs_global_batches() -> None:
+    work, hw = workload(), hardware(epochs=3)
+    result = simulate(work, hw)
+    global_batch = 4 * hw.world_size
+    per_epoch = -(-work.num_samples // global_batch)
+    assert result.num_steps == 3 * per_epoch
+    assert result.samples_per_step.sum() == 3 * work.num_samples
+    assert result.epoch_of_step.tolist() == np.repeat(np.arange(3), per_epoch).tolist()
+    assert simulate(work, hardware(epochs=3, max_steps=5)).num_steps == 5
+
+
+def test_a_fast_link_never_stalls_after_the_first_batch() -> None:
+    result = simulate(workload(), hardware(bandwidth=1e12))
+    assert result.stalled_steps <= 1
+    assert result.total_time == pytest.approx(result.num_steps * 0.01 + result.time_to_first_batch)
+
+
+def test_a_slow_link_makes_the_run_last_as_long_as_its_bytes_take() -> None:
+    bandwidth = 4 * SHARD_BYTES  # 4 shards a second: far slower than the steps
+    result = simulate(workload(), hardware(bandwidth=bandwidth))
+    per_node = result.node_bytes.max() / bandwidth
+    assert result.stalled_steps >= 10  # a stall each time a node's next shards are needed
+    assert per_node <= result.total_time <= per_node + result.num_steps * 0.01 + 1.0
+
+
+def test_latency_delays_the_first_batch() -> None:
+    quick = simulate(workload(), hardware(latency=0.0))
+    late = simulate(workload(), hardware(latency=0.2))
+    assert late.time_to_first_batch == pytest.approx(quick.time_to_first_batch + 0.2, abs=0.01)
+
+
+def test_decompression_adds_its_time_to_compressed_shards() -> None:
+    work = Workload.synthetic(
+        shards=48,
+        samples_per_shard=32,
+        raw_bytes_per_shard=4 * SHARD_BYTES,
+        stored_bytes_per_shard=SHARD_BYTES,
+        config=DatasetConfig(batch_size=4),
+    )
+    instant = simulate(work, hardware())
+    slow = simulate(work, hardware(decompress_rate=40 * SHARD_BYTES))  # 0.1 s a shard
+    assert slow.time_to_first_batch >= instant.time_to_first_batch + 0.1 - 1e-9
+    assert slow.egress_bytes == instant.egress_bytes == 2 * 24 * SHARD_BYTES
+
+
+def test_a_rate_limit_answers_429_and_slows_the_run() -> None:
+    free = simulate(workload(), hardware())
+    throttled = simulate(replace(workload(), download_retry=20), hardware(rate_limit=5.0))
+    assert free.node_throttled.sum() == 0
+    assert throttled.node_throttled.sum() > 0
+    assert throttled.requests == free.requests  # throttled requests are retried, not lost
+    assert throttled.total_time >= (free.requests - 5) / 5.0  # one bucket of 5 tokens, then 5 a second
+
+
+def test_belady_downloads_no_more_than_lru_and_no_fewer_than_the_optimum() -> None:
+    hw = hardware(nodes=1, devices_per_node=1, workers=1, epochs=3)
+    limit = 12 * SHARD_BYTES  # a quarter of the 48 shards
+    belady = simulate(workload(cache_limit=limit, predownload=4), hw)
+    lru = simulate(workload(cache_limit=limit, eviction="lru", predownload=4), hw)
+    reads = np.concatenate(
+        [Locator(np.full(48, 32))(rank_reads(workload(), hw, epoch)[0]) for epoch in range(3)]
+    )
+    optimum = belady_misses(reads, 12)
+    assert optimum <= belady.node_downloads[0] <= lru.node_downloads[0]
+    assert lru.node_downloads[0] >= lru_misses(reads, 12) - 12  # LRU cannot beat its ideal by a cache's worth
+    assert belady.node_peak_cache[0] <= limit and lru.node_peak_cache[0] <= limit
+
+
+def test_min_cache_limit_is_the_smallest_limit_that_downloads_nothing_twice() -> None:
+    work, hw = workload(predownload=8), hardware(epochs=1)
+    unlimited = simulate(work, hw)
+    enough = simulate(workload(predownload=8, cache_limit=unlimited.min_cache_limit), hw)
+    assert enough.node_downloads.tolist() == unlimited.node_downloads.tolist()
+    assert unlimited.min_cache_limit < unlimited.node_peak_cache.max()  # one epoch: read shards can go
+    fewer = simulate(workload(predownload=8, cache_limit=unlimited.min_cache_limit // 2), hw)
+    assert fewer.node_downloads.sum() >= unlimited.node_downloads.sum()
+
+
+def test_the_prefetch_window_counts_every_worker_and_the_loader_prefetch() -> None:
+    assert window_steps(workload(predownload=8), hardware(workers=2)) == 2 * (8 // 4 + 2)
+    assert window_steps(workload(predownload=9), hardware(workers=0)) == 1 * (3 + 2)
+
+
+def test_shuffle_figures_are_given_for_every_epoch() -> None:
+    plan = plan_reads(workload(), hardware(epochs=2))
+    assert len(plan.shuffle) == 2
+    for figures in plan.shuffle:
+        assert 0.0 < figures.spread_median <= 1.0
+        assert 1.0 <= figures.shards_per_batch <= 16
+    unshuffled = plan_reads(workload(shuffle=False), hardware())
+    assert unshuffled.shuffle[0].shards_per_batch < plan.shuffle[0].shards_per_batch
+
+
+def test_impossible_settings_are_refused_with_the_fix() -> None:
+    with pytest.raises(ConfigError, match="bandwidth: expected a finite number > 0"):
+        hardware(bandwidth=0)
+    with pytest.raises(ConfigError, match="num_canonical_nodes: expected at most"):
+        simulate(workload(num_canonical_nodes=5000), hardware())
+    with pytest.raises(ConfigError, match="cache_limit: expected at least one shard"):
+        simulate(workload(cache_limit=SHARD_BYTES // 2), hardware())
