@@ -1,7 +1,9 @@
 """``StreamingDataset``: a drop-in for MosaicML Streaming 0.13's, with a layout-independent order.
 
-The dataset is configuration plus a position. Each epoch's global order comes from the pure ``order``
-maths; each (rank, worker) reads its slice of it. Resuming recomputes the order from a few numbers
+The dataset is a thin iterable over its plan (``dataset_plan.DatasetPlan``: the opened streams, the
+sample table, the epoch planner and the fingerprint, built once by ``plan_dataset``), its settings and
+a position (``cursor``). Each epoch's global order comes from the pure ``order`` maths; each
+(rank, worker) reads its slice of it (``pass_reading``). Resuming recomputes the order from a few numbers
 (``state_dict``), so no data is replayed. Process-local things (caches, open shards) are rebuilt in
 every DataLoader worker and never pickled.
 """
