@@ -38,6 +38,7 @@ from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
 from stream_plugin.simulate.model import Hardware, Workload
+from stream_plugin.text.loader_keys import TEXT_KEYS
 from stream_plugin.units import parse_bytes, parse_count
 
 ConfigKind = Literal["dataset", "synthetic", "lightning", "llm-foundry"]
@@ -58,18 +59,6 @@ SYNTHETIC_KEYS: tuple[str, ...] = tuple(
 )
 # Keys the integrations' specs add to the dataset's arguments that do not change what is read.
 _SPEC_ONLY_KEYS = ("stream_name", "stream_config", "transform")
-# llm-foundry's text-loader keys of a train_loader.dataset (stream_plugin_composer.text_loader.TEXT_KEYS,
-# which the core cannot import): they shape samples, not what is downloaded or when.
-_TEXT_KEYS = (
-    "max_seq_len",
-    "token_encoding_type",
-    "eos_token_id",
-    "bos_token_id",
-    "mlm_probability",
-    "override_eos_token_id_mismatch_error",
-    "override_bos_token_id_mismatch_error",
-    "seq_parallel_replication",
-)
 
 
 # ---------------------------------------------------------------------------------------- options
@@ -343,8 +332,8 @@ def _llm_foundry(document: Mapping[str, Any], source: str) -> RunConfig:
             "change the name (every dataset key keeps its meaning)"
         )
     dataset = dict(_mapping(f"{source}: train_loader.dataset", loader.get("dataset")))
-    _check_keys(f"{source}: train_loader.dataset", dataset, (*DATASET_KEYS, *_SPEC_ONLY_KEYS, *_TEXT_KEYS))
-    for key in (*_SPEC_ONLY_KEYS, *_TEXT_KEYS):
+    _check_keys(f"{source}: train_loader.dataset", dataset, (*DATASET_KEYS, *_SPEC_ONLY_KEYS, *TEXT_KEYS))
+    for key in (*_SPEC_ONLY_KEYS, *TEXT_KEYS):
         dataset.pop(key, None)
     if isinstance(dataset.get("streams"), Mapping):  # llm-foundry names its streams
         dataset["streams"] = list(dataset["streams"].values())

@@ -10,30 +10,16 @@ checks and its loader defaults (``pin_memory``, ``persistent_workers``: True; ``
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stream_plugin import ConfigError
 from stream_plugin.redaction import get_logger
-from stream_plugin.text import StreamingTextDataset, TextCollator, as_text_tokenizer, mlm_collator
+from stream_plugin.text import TextCollator, as_text_tokenizer, mlm_collator
+from stream_plugin.text.loader_keys import TEXT_KEYS
 
 log = get_logger(__name__)
-
-# dataset keys llm-foundry's text loader reads outside StreamingDataset's signature.
-COLLATOR_KEYS = ("eos_token_id", "bos_token_id", "mlm_probability")
-CHECK_KEYS = (
-    "override_eos_token_id_mismatch_error",
-    "override_bos_token_id_mismatch_error",
-    "seq_parallel_replication",
-)
-TEXT_DATASET_KEYS: tuple[str, ...] = tuple(
-    name
-    for name, parameter in inspect.signature(StreamingTextDataset.__init__).parameters.items()
-    if parameter.kind is parameter.KEYWORD_ONLY and name != "tokenizer"
-)
-TEXT_KEYS = (*TEXT_DATASET_KEYS, *COLLATOR_KEYS, *CHECK_KEYS)
 
 # llm-foundry's build_text_dataloader defaults for the loader keys (ours without text keys differ).
 TEXT_LOADER_DEFAULTS: dict[str, Any] = {"pin_memory": True, "persistent_workers": True, "prefetch_factor": 2}
