@@ -133,7 +133,9 @@ class HttpStore:
 
     @contextmanager
     def _response(self, url: str, method: str, timeout: float | None) -> Iterator[Any]:
-        """Send one request; an error status raises ``_Status``. The connection goes back to the pool."""
+        """Send one request; an error status raises ``_Status``. The connection goes back to the pool,
+        read to the end first (an error's body too: a kept-alive connection with an unread answer
+        would fail the next request sent on it)."""
         response = self._pool().request(
             method,
             url,
@@ -143,6 +145,7 @@ class HttpStore:
         )
         try:
             if response.status >= 400:
+                response.drain_conn()
                 raise _Status(response.status, response.reason)
             yield response
         finally:

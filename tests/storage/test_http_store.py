@@ -157,3 +157,46 @@ def test_a_pickled_store_opens_its_own_connections(keep_alive_site: tuple[str, l
     copy = pickle.loads(pickle.dumps(store))
     assert (copy.url, copy.headers) == (url, {"X-Token": "t"})
     assert copy.read_bytes("shard.bin", timeout=5) == PAYLOAD
+
+
+class _ThrottlingHandler(http.server.BaseHTTPRequestHandler):
+    """Keeps connections alive; answers the first ``throttle`` GETs 429 with a body, then the payload."""
+
+    protocol_version = "HTTP/1.1"
+    throttle = 3
+    served: list[int] = []  # the status of each answer, in order
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        throttled = sum(1 for status in self.served if status == 429) < self.throttle
+        status, body = (429, b"slow down, please") if throttled else (200, PAYLOAD)
+        self.served.append(status)
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_error_answer_is_read_to_its_end_so_the_kept_alive_connection_serves_the_retry(tmp_path: Path) -> None:
+    _ThrottlingHandler.served = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ThrottlingHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    failures: list[BaseException] = []
+    try:
+        store = HttpStore(f"http://127.0.0.1:{server.server_address[1]}")
+        size = call_with_retries(
+            lambda: store.download("shard.bin", tmp_path / "out", timeout=5),
+            FAST_RETRIES,
+            describe="download shard.bin",
+            on_retry=lambda attempt, error: failures.append(error),
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert size == len(PAYLOAD) and (tmp_path / "out").read_bytes() == PAYLOAD
+    # Each 429 costs one attempt: none fails on a connection left with an unread answer.
+    assert _ThrottlingHandler.served == [429, 429, 429, 200]
+    assert len(failures) == 3 and all("429" in str(error) for error in failures), failures
