@@ -29,6 +29,7 @@ from benchmarks import (
     bench_iterate,
     bench_order,
     bench_resume,
+    bench_simulate,
     bench_tokens,
     bench_write,
 )
@@ -50,6 +51,7 @@ FIGURES = {
         bench_egress_epochs,
         bench_convert,
         bench_tokens,
+        bench_simulate,
     )
 }
 RESULTS_DIR = REPO_DIR / "benchmarks" / "results"

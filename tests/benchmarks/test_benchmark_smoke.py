@@ -27,6 +27,8 @@ FIGURE_TITLES = (
     "Epoch-order build time and memory",
     "Egress: downloaded bytes per node for one epoch",
     "Token-block throughput (pre-training blocks across document boundaries)",
+    "Simulation: MosaicML's example side by side, and a billion-sample epoch (issue 29)",
+    "A billion-sample epoch: time and memory",
 )
 
 
@@ -71,7 +73,7 @@ def test_smoke_measures_ours_and_the_bare_ceiling_only(smoke_run: Path) -> None:
 
 def test_smoke_stores_each_figure_with_its_command(smoke_run: Path) -> None:
     stored = {path.stem: json.loads(path.read_text()) for path in (smoke_run / "results").glob("*.json")}
-    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress", "egress_epochs", "convert", "tokens"}
+    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress", "egress_epochs", "convert", "tokens", "simulate"}
     for record in stored.values():
         assert record["command"].startswith("./benchmarks/run --smoke ")
         assert record["machine"][0].startswith("- machine: ")
@@ -107,6 +109,14 @@ def test_convert_benchmark_cli_smoke_prints_a_table() -> None:
     output = _smoke_cli("bench_convert")
     assert "| stream_plugin N=1 |" in output and "| stream_plugin N=2 |" in output
     assert "| litdata optimize" not in output and "| mosaicml MDSWriter" not in output
+
+
+def test_simulate_benchmark_cli_smoke_prints_ours_side_by_side_and_at_scale() -> None:
+    output = _smoke_cli("bench_simulate")
+    assert "| stream_plugin (MosaicML's assumptions) | 50 |" in output
+    assert "| stream_plugin (+ latency, decompression, reads) | 50 |" in output
+    assert "mosaicml-streaming simulator |" not in output
+    assert "10,000 shards x 100 samples (1,000,000 samples, 977 steps) on 4 nodes x 8 devices" in output
 
 
 def test_index_benchmark_measures_every_situation_for_ours() -> None:
