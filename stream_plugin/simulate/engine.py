@@ -5,15 +5,18 @@ The model, in the order a step happens:
 - **What a node needs.** ``reads.plan_reads`` gives each node the shards it reads in each epoch,
   each with its first and last step (the real order code). A shard counts as in use from its first
   to its last read of a pass: the model's grain is the step, not the sample.
-- **Prefetch.** A node's workers download ahead of their reading: the window reaches
-  ``L = max(workers, 1) x (ceil(predownload / batch_size) + prefetch_factor)`` steps past the
-  trainer's (each worker reads every ``workers``-th batch, keeps ``prefetch_factor`` batches ready,
-  and downloads the shards of its next ``predownload`` samples). A shard is released for download at
-  the start of the step ``L`` before its first read, earliest first.
-- **Downloads.** Each file is one GET. A node's downloads share its bandwidth first come, first
-  served; each waits ``latency`` for its first byte, and at most ``ranks x max(workers, 1) x
-  download_threads`` are in flight. A shard is ready once its files are in and decompressed
-  (``raw_bytes / decompress_rate``).
+- **Prefetch.** A node's workers download ahead of their reading. Each worker reads every
+  ``workers``-th batch and builds up to ``prefetch_factor`` of its batches ahead of the trainer, but
+  stops at a shard not yet in; it downloads the shards of its next ``predownload`` samples, i.e. the
+  next ``max(workers, 1) x ceil(predownload / batch_size)`` steps of the node from its position. The
+  window moves when the trainer takes a batch and when a shard arrives; shards enter it in order of
+  first read.
+- **Downloads.** Each file is one GET. Its bytes start ``latency`` after the request; the node's
+  transfers in flight share its bandwidth equally (``link``). At most ``ranks x max(workers, 1) x
+  download_threads`` downloads hold a thread at once, the rest wait in need order. A shard is ready
+  once its files are in and decompressed (``raw_bytes / decompress_rate``, in its thread). The first
+  shard of every reader downloads alone: the window opens once those are ready, as the real reader
+  opens its prefetch window only after its first sample.
 - **Throttling.** With ``rate_limit`` (R) the store admits requests from one token bucket for the
   whole job: it holds up to ``max(1, R)`` tokens (a second's worth), refills at R per second, and
   each admitted request takes one. A request that finds none is answered 429 after the latency and
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,18 +47,29 @@ import numpy as np
 from stream_plugin.cache.future import NEVER
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.shard_access import DEFAULT_PREDOWNLOAD
+from stream_plugin.simulate.link import Link
 from stream_plugin.simulate.model import Hardware, Simulation, Workload
 from stream_plugin.simulate.reads import NodeEpoch, ReadPlan, plan_reads
 from stream_plugin.storage.retry import RetryPolicy
 
-_UNKNOWN = math.inf  # the ready time of a download not yet admitted by the store
+_UNKNOWN = math.inf  # the ready time of a download not yet finished
+# Events: a request reaches the store (target: a download), a transfer's first byte arrives (a
+# download), a node's link finishes its next transfer (target: a node; valid while its version holds).
+# A node's shard is ready after its decompression: its window moves (target: a node).
+_REQUEST, _FIRST_BYTE, _LINK, _WINDOW = 0, 1, 2, 3
+
+
+def ahead_steps(workload: Workload, hardware: Hardware) -> int:
+    """The steps of a node a worker's ``predownload`` samples cover: its next ``predownload / batch_size``
+    batches, each ``workers`` steps apart."""
+    predownload = workload.config.predownload or DEFAULT_PREDOWNLOAD
+    return max(hardware.workers, 1) * math.ceil(predownload / int(workload.config.batch_size or 1))
 
 
 def window_steps(workload: Workload, hardware: Hardware) -> int:
-    """How many steps ahead of the trainer a node's workers download (see the module docstring)."""
-    batch_size = int(workload.config.batch_size or 1)
-    predownload = workload.config.predownload or DEFAULT_PREDOWNLOAD
-    return max(hardware.workers, 1) * (math.ceil(predownload / batch_size) + hardware.prefetch_factor)
+    """How many steps past the trainer's a node's workers download at most: ``prefetch_factor`` batches
+    of every worker built ahead, then ``predownload`` samples past the last of them."""
+    return hardware.prefetch_factor * max(hardware.workers, 1) + ahead_steps(workload, hardware)
 
 
 @dataclass
@@ -79,8 +94,13 @@ class _Node:
     resolved: int = 0  # demands [0, resolved) have a known ready time
     next_release: float = math.inf  # the first step of demand ``released`` (inf: none left)
     next_resolve: float = math.inf  # the first step of demand ``resolved`` once released (inf: none)
-    link_free: float = 0.0  # when the node's link finishes the bytes it was given
-    in_flight: list[float] = field(default_factory=list)  # heap: ready times of admitted downloads
+    step: int = 0  # the trainer's latest batch
+    ready_upto: int = 0  # demands [0, ready_upto) are released and ready
+    first_wave: int = 0  # demands downloaded before the window opens (the readers' first shards)
+    opened: bool = False  # whether the prefetch window is open
+    link: Link = field(default_factory=lambda: Link(1.0))
+    active: int = 0  # downloads holding a download thread (requested, transferring or decompressing)
+    queued: deque[int] = field(default_factory=deque)  # downloads waiting for a thread, earliest first
     holding: dict[int, int] = field(default_factory=dict)  # shard -> its download (placed or in flight)
     usage: int = 0
     peak: int = 0
@@ -113,15 +133,20 @@ class _Run:
         self.limit = config.cache_limit
         self.policy = config.eviction
         self.window = window_steps(workload, hardware)
+        self.credit = hardware.prefetch_factor * max(hardware.workers, 1)  # steps workers build ahead
+        self.ahead = ahead_steps(workload, hardware)
         # How far ahead a download may evict (the real ``NodeClock.prefetch_reach``: two batches of
         # every worker in flight, past the other workers' lag), in steps.
         self.reach = 3 * max(hardware.workers, 1)
         ranks = hardware.devices_per_node // (config.replication or 1) or 1
-        self.slots = ranks * max(hardware.workers, 1) * hardware.download_threads
+        self.readers = ranks * max(hardware.workers, 1)  # a node's (rank, worker) readers
+        self.slots = self.readers * hardware.download_threads
         retry = workload.download_retry
         self.retry = RetryPolicy.from_mosaic() if retry is None else RetryPolicy.from_mosaic(retry)
         self.downloads: list[_Download] = []
-        self.events: list[tuple[float, int, int]] = []  # heap: (time, sequence, download)
+        self.events: list[
+            tuple[float, int, int, int, int]
+        ] = []  # heap: (time, sequence, kind, target, version)
         self.sequence = 0
         capacity = max(1.0, hardware.rate_limit or 0.0)
         self.bucket = [capacity, 0.0, capacity]  # tokens, when counted, capacity
@@ -139,6 +164,7 @@ class _Run:
             shard, first, last = shard[keep], first[keep], last[keep]
         order = np.argsort(first, kind="stable")
         node = _Node(index, shard[order], first[order], last[order], np.full(len(order), -1, np.int64))
+        node.link = Link(self.hardware.bandwidth)
         if self.limit is not None:
             by_shard = np.argsort(node.shard, kind="stable")
             bounds = np.flatnonzero(np.diff(node.shard[by_shard])) + 1
@@ -147,16 +173,42 @@ class _Run:
                     node.uses_of[int(node.shard[group[0]])] = group
         return node
 
-    # ------------------------------------------------------------------ the store
-    def _push(self, time: float, download: int) -> None:
-        heapq.heappush(self.events, (time, self.sequence, download))
+    # ------------------------------------------------------------------ the store and the links
+    def _push(self, time: float, kind: int, target: int, version: int = 0) -> None:
+        heapq.heappush(self.events, (time, self.sequence, kind, target, version))
         self.sequence += 1
 
-    def _request(self, time: float, download: int) -> float | None:
-        """A request of ``download`` reaches the store at ``time``: admitted, or answered 429. Returns
-        when its next request goes out (a retry, or the shard's next file), None once it is ready."""
+    def _handle(self, time: float, kind: int, target: int, version: int) -> None:
+        """One event: a request reaches the store, a transfer's first byte arrives, or a link finishes
+        its next transfer."""
+        if kind == _REQUEST:
+            self._request(time, target)
+        elif kind == _WINDOW:
+            self.open_window(self.nodes[target], time)
+        elif kind == _FIRST_BYTE:
+            item = self.downloads[target]
+            node = self.nodes[item.node]
+            size = int(self.workload.stored_bytes[item.shard]) / int(
+                self.workload.requests_per_shard[item.shard]
+            )
+            node.link.add(time, target, size)
+            self._schedule_link(node)
+        else:
+            node = self.nodes[target]
+            if version == node.link.version:
+                for download in node.link.finished(time):
+                    self._transferred(time, download)
+                self._schedule_link(node)
+
+    def _schedule_link(self, node: _Node) -> None:
+        finish = node.link.next_finish()
+        if finish is not None:
+            self._push(finish, _LINK, node.index, node.link.version)
+
+    def _request(self, time: float, download: int) -> None:
+        """A request of ``download`` reaches the store at ``time``: admitted (its bytes start after the
+        latency), or answered 429 after the latency and sent again after our backoff."""
         hw = self.hardware
-        workload = self.workload
         item = self.downloads[download]
         node = self.nodes[item.node]
         if hw.rate_limit is not None:
@@ -168,46 +220,48 @@ class _Run:
                 if item.attempt < self.retry.attempts:
                     delay = self.retry.delay_cap(item.attempt) * (1.0 - self.retry.jitter / 2)
                     item.attempt += 1
-                    return time + hw.latency + delay
+                    self._push(time + hw.latency + delay, _REQUEST, download)
+                    return
                 node.failed += 1  # the real run raises here; the model lets the request through
             self.bucket[0] -= 1.0
         item.attempt = 1
-        shard = item.shard
-        size = int(workload.stored_bytes[shard]) / int(workload.requests_per_shard[shard])
-        done = max(time + hw.latency, node.link_free) + size / hw.bandwidth
-        node.link_free = done
         node.requests += 1
+        self._push(time + hw.latency, _FIRST_BYTE, download)
+
+    def _transferred(self, time: float, download: int) -> None:
+        """A file of ``download`` is in: request the next, or the shard is ready once decompressed."""
+        item = self.downloads[download]
+        node = self.nodes[item.node]
         item.files_left -= 1
         if item.files_left:
-            return done  # the shard's next file
-        if hw.decompress_rate is not None and workload.raw_bytes[shard] != workload.stored_bytes[shard]:
-            done += int(workload.raw_bytes[shard]) / hw.decompress_rate
-        item.ready = done
-        node.bytes += int(workload.stored_bytes[shard])
+            self._push(time, _REQUEST, download)
+            return
+        shard = item.shard
+        rate = self.hardware.decompress_rate
+        if rate is not None and self.workload.raw_bytes[shard] != self.workload.stored_bytes[shard]:
+            time += int(self.workload.raw_bytes[shard]) / rate
+        item.ready = time
+        node.bytes += int(self.workload.stored_bytes[shard])
         node.downloads += 1
-        heapq.heappush(node.in_flight, done)
-        return None
-
-    def _answer(self, time: float, download: int) -> None:
-        """Serve one request from the event queue, queueing the download's next one."""
-        following = self._request(time, download)
-        if following is not None:
-            self._push(following, download)
+        if node.queued:  # the download thread is free: it takes the earliest queued download
+            self._push(time, _REQUEST, node.queued.popleft())
+        else:
+            node.active -= 1
+        if item.ready > time:  # still decompressing: the window moves when it is done
+            self._push(item.ready, _WINDOW, node.index)
+        else:
+            self.open_window(node, time)
 
     def _start(self, node: _Node, shard: int, time: float) -> int:
-        """Start downloading ``shard`` for ``node`` at ``time`` (after a free download slot)."""
-        while node.in_flight and node.in_flight[0] <= time:
-            heapq.heappop(node.in_flight)
-        if len(node.in_flight) >= self.slots:
-            time = max(time, heapq.heappop(node.in_flight))
+        """Start downloading ``shard`` for ``node`` at ``time``, or queue it while every download
+        thread of the node is busy."""
         download = len(self.downloads)
         self.downloads.append(_Download(node.index, shard, int(self.workload.requests_per_shard[shard])))
-        if self.hardware.rate_limit is None:  # nothing to wait for but the link: no queue
-            following: float | None = time
-            while following is not None:
-                following = self._request(following, download)
+        if node.active < self.slots:
+            node.active += 1
+            self._push(time, _REQUEST, download)
         else:
-            self._push(time, download)
+            node.queued.append(download)
         node.holding[shard] = download
         footprint = int(self.workload.footprint[shard])
         node.usage += footprint
@@ -215,10 +269,22 @@ class _Run:
         return download
 
     def settle(self, until: float) -> None:
-        """Answer every request that reaches the store before ``until``."""
+        """Handle every event before ``until``."""
         while self.events and self.events[0][0] <= until:
-            time, _, download = heapq.heappop(self.events)
-            self._answer(time, download)
+            self._handle(*self._pop())
+
+    def _pop(self) -> tuple[float, int, int, int]:
+        time, _, kind, target, version = heapq.heappop(self.events)
+        return time, kind, target, version
+
+    def ready_time(self, download: int) -> float:
+        """When ``download`` is ready: events are handled, in time order, until it is."""
+        item = self.downloads[download]
+        while item.ready == _UNKNOWN:
+            if not self.events:
+                raise ConfigError("simulate: a download never finished; this is a bug of the model")
+            self._handle(*self._pop())
+        return item.ready
 
     def settle_node(self, node: _Node, step: int, time: float) -> float:
         """Answer requests, in time order, until every demand of ``node`` read by ``step`` is ready;
@@ -236,22 +302,41 @@ class _Run:
                         "read in shorter spans"
                     )
                 node.download_of[node.resolved] = self._start(node, shard, time)
-            download = self.downloads[int(node.download_of[node.resolved])]
-            while download.ready == _UNKNOWN:
-                if not self.events:
-                    raise ConfigError("simulate: a download was never admitted; this is a bug of the model")
-                time, _, waiting = heapq.heappop(self.events)
-                self._answer(time, waiting)
-            ready = max(ready, download.ready)
+            ready = max(ready, self.ready_time(int(node.download_of[node.resolved])))
             node.resolved += 1
         node.next_resolve = node.first_of(node.resolved) if node.resolved < node.released else math.inf
         return ready
 
+    # ------------------------------------------------------------------ the prefetch window
+    def open_window(self, node: _Node, time: float) -> None:
+        """Move ``node``'s prefetch window to where its workers read at ``time``: each worker runs up to
+        ``prefetch_factor`` of its batches ahead of the trainer but stops at a shard not yet in, and
+        downloads ``predownload`` samples past its position (``ahead`` steps of the node)."""
+        while node.ready_upto < node.released:
+            download = int(node.download_of[node.ready_upto])
+            if download < 0 or self.downloads[download].ready > time:
+                break
+            node.ready_upto += 1
+        if not node.opened:
+            if node.ready_upto < node.first_wave:
+                return
+            node.opened = True
+        # A worker that built every batch it may waits at the end of the last: its window reaches
+        # ``ahead`` steps past it. One waiting for a shard waits at that shard's first read: its
+        # window covers ``ahead`` steps from there, that one's included.
+        blocked = node.first_of(node.ready_upto)
+        if blocked == math.inf:
+            return
+        through = min(node.step + self.credit + self.ahead, int(blocked) + self.ahead - 1)
+        if node.next_release <= through:
+            self.release(node, through, node.step, time)
+
     # ------------------------------------------------------------------ the cache
-    def release(self, node: _Node, through: int, step: int, time: float) -> None:
-        """Give the demands of ``node`` first read by step ``through`` a download (or the cached copy),
-        in order, at ``time``; stop at one that finds no room."""
-        while node.released < len(node.shard) and node.first[node.released] <= through:
+    def release(self, node: _Node, through: int, step: int, time: float, upto: int | None = None) -> None:
+        """Give the demands of ``node`` first read by step ``through`` (and below index ``upto``) a
+        download (or the cached copy), in order, at ``time``; stop at one that finds no room."""
+        end = len(node.shard) if upto is None else min(upto, len(node.shard))
+        while node.released < end and node.first[node.released] <= through:
             demand = node.released
             shard = int(node.shard[demand])
             held = node.holding.get(shard)
@@ -340,14 +425,16 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     batch_size = run.batch_size
     build = batch_size * hardware.sample_time
     compute = hardware.step_time + batch_size * hardware.step_time_per_sample
-    credit = hardware.prefetch_factor * workers
+    credit = run.credit
     worker_free = np.zeros((hardware.nodes, workers))  # when each node's worker w finishes its batch
     start = np.zeros(steps)
     end = np.zeros(steps)
     wait = np.zeros(steps)
     nodes = run.nodes
-    for node in nodes:
-        run.release(node, run.window, 0, 0.0)
+    for node in nodes:  # the first shards of the readers, alone: the window opens once they are in
+        node.first_wave = min(int(np.searchsorted(node.first, 0, side="right")), run.readers)
+        run.release(node, 0, 0, 0.0, upto=node.first_wave)
+        run.open_window(node, 0.0)
     previous_end = 0.0
     data_ready = np.zeros(hardware.nodes)
     for step in range(steps):
@@ -374,12 +461,11 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
         wait[step] = start[step] - previous_end
         end[step] = previous_end = start[step] + compute
         run.settle(start[step])
-        through = step + run.window
-        for node in nodes:
+        for node in nodes:  # the trainer takes batch ``step``: every worker may read further
+            node.step = step
             if run.tracks_reads:
                 run.mark_read(node, step)
-            if node.next_release <= through:
-                run.release(node, through, step, start[step])
+            run.open_window(node, start[step])
     notes = list(reads.notes)
     failed = sum(node.failed for node in run.nodes)
     if failed:
@@ -433,4 +519,4 @@ def min_cache_limit(workload: Workload, reads: ReadPlan, window: int) -> int:
     return peak
 
 
-__all__ = ["min_cache_limit", "simulate", "window_steps"]
+__all__ = ["ahead_steps", "min_cache_limit", "simulate", "window_steps"]

@@ -124,7 +124,8 @@ def test_a_slow_link_makes_the_run_last_as_long_as_its_bytes_take() -> None:
     bandwidth = 4 * SHARD_BYTES  # 4 shards a second: far slower than the steps
     result = simulate(workload(), hardware(bandwidth=bandwidth))
     per_node = result.node_bytes.max() / bandwidth
-    assert result.stalled_steps >= 10  # a stall each time a node's next shards are needed
+    assert result.stalled_steps >= 1
+    assert result.total_wait >= per_node - result.num_steps * 0.01  # the steps wait for the link
     assert per_node <= result.total_time <= per_node + result.num_steps * 0.01 + 1.0
 
 
@@ -182,8 +183,10 @@ def test_min_cache_limit_is_the_smallest_limit_that_downloads_nothing_twice() ->
 
 
 def test_the_prefetch_window_counts_every_worker_and_the_loader_prefetch() -> None:
-    assert window_steps(workload(predownload=8), hardware(workers=2)) == 2 * (8 // 4 + 2)
-    assert window_steps(workload(predownload=9), hardware(workers=0)) == 1 * (3 + 2)
+    # predownload=8 at batch 4: two batches of each of 2 workers (4 steps) past the last batch the
+    # workers may build, prefetch_factor=2 batches of each worker ahead of the trainer.
+    assert window_steps(workload(predownload=8), hardware(workers=2)) == 2 * 2 + 4
+    assert window_steps(workload(predownload=9), hardware(workers=0)) == 1 * 2 + 3
 
 
 def test_shuffle_figures_are_given_for_every_epoch() -> None:
