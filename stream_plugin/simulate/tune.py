@@ -1,26 +1,26 @@
 """``--tune``: search ``predownload``, ``num_workers``, ``cache_limit`` and ``shuffle_block_size`` for the
 cheapest setting that never stalls (or that reaches a target throughput).
 
-The search runs the real simulation for each setting, in two stages, so that it stays bounded:
-
 A setting **qualifies** when no step after the first waits for data (the first step's wait is the
 start-up, reported as ``time_to_first_batch``), or, with ``target_throughput``, when its mean throughput
 (samples per second over the run, start-up included) reaches the target.
 
+The search runs the real simulation for each setting, in two stages, so that it stays bounded:
+
 1. **Throughput.** Every combination of ``predownload`` x ``num_workers`` x ``shuffle_block_size`` with
-   the grid's largest cache (``None``, no limit, by default). A cache limit only adds downloads (a shard
-   evicted and read again is downloaded again), so a setting that stalls with the largest cache stalls
-   with a smaller one too.
-2. **Cost.** The ``finalists`` best qualifying settings of stage 1 again with each smaller ``cache_limit`` of the
-   grid, and with the ``min_cache_limit`` their first run reported (the smallest cache that downloads no
-   shard twice, so the same egress as no limit).
+   the grid's largest cache (``None``, no limit, by default). A smaller cache only adds work (a shard
+   evicted and read again is downloaded again; a download ahead of need waits for room), so a setting
+   that stalls with the largest cache stalls with a smaller one too.
+2. **Cost.** The ``finalists`` best qualifying settings of stage 1 again with each smaller
+   ``cache_limit`` of the grid, and with the ``min_cache_limit`` their first run reported (the smallest
+   cache that downloads no shard twice: the same egress as no limit, though it may wait for room).
 
 **Cost** is the egress cost: bytes downloaded by every node times ``price_per_gb`` (per 10**9 bytes).
 Settings are ranked qualifying first, then by egress bytes (the same order as the cost at any price,
 and still meaningful at price 0), then a smaller cache, fewer workers, a smaller ``predownload`` and a
 larger ``shuffle_block_size`` (a better shuffle). Settings that do not qualify follow, least waiting
 first. A setting the simulation refuses (a ``cache_limit`` too small for its readers) is left out and
-listed in ``TuneResult.refused``.
+listed in ``TuneResult.refused``. Egress counts the steps simulated (``Hardware.max_steps`` cuts it).
 """
 
 from __future__ import annotations
