@@ -18,7 +18,7 @@ device batch 32, shuffled (`py1e`): wall time and peak RSS of `simulate` in a fr
 Usage::
 
     ./benchmarks/run simulate                  # both parts, stored in benchmarks/results/simulate.json
-    python -m benchmarks.bench_simulate [--smoke] [--part side-by-side|scale]   # print the tables
+    python -m benchmarks.bench_simulate [--smoke] [--part side-by-side|scale|tune]   # print the tables
 
 MosaicML's simulator core imports `sortedcollections` (its `simulator` extra); where that is missing its
 row says so instead of failing the other figures.
@@ -30,10 +30,13 @@ import argparse
 import os
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.bench_order import peak_rss_mib
 from benchmarks.common import PeakMemory, machine_lines, markdown_table, run_child
+
+if TYPE_CHECKING:
+    from stream_plugin.simulate import Hardware, Workload
 
 FIGURE = "simulate"
 TITLE = "Simulation: MosaicML's example side by side, and a billion-sample epoch (issue 29)"
@@ -158,10 +161,30 @@ def mosaicml_example(shape: dict[str, Any]) -> dict[str, Any]:
 
 def ours_example(shape: dict[str, Any], left_out: dict[str, float]) -> dict[str, Any]:
     """``stream_plugin.simulate`` on ``shape``; ``left_out`` adds latency, decompression and reads."""
-    from stream_plugin.reading.config import DatasetConfig
-    from stream_plugin.simulate import Hardware, Workload, simulate
+    from stream_plugin.simulate import simulate
 
     start = time.perf_counter()
+    simulation = simulate(*example_inputs(shape, left_out))
+    wall = time.perf_counter() - start
+    return {
+        "steps": simulation.num_steps,
+        "total_time_s": simulation.total_time,
+        "time_to_first_batch_s": simulation.time_to_first_batch,
+        "stalled_steps": simulation.stalled_steps,
+        "total_wait_s": simulation.total_wait,
+        "egress_bytes": simulation.egress_bytes,
+        "downloads": int(simulation.node_downloads.sum()),
+        "min_cache_limit_bytes": simulation.min_cache_limit,
+        "wall_s": wall,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def example_inputs(shape: dict[str, Any], left_out: dict[str, float]) -> tuple[Workload, Hardware]:
+    """Our workload and hardware for a ``C4_LIKE``-style shape."""
+    from stream_plugin.reading.config import DatasetConfig
+    from stream_plugin.simulate import Hardware, Workload
+
     config = DatasetConfig(
         batch_size=shape["device_batch"],
         predownload=shape["predownload"],
@@ -187,20 +210,46 @@ def ours_example(shape: dict[str, Any], left_out: dict[str, float]) -> dict[str,
         max_steps=shape["steps"],
         **left_out,
     )
-    simulation = simulate(workload, hardware)
-    wall = time.perf_counter() - start
-    return {
-        "steps": simulation.num_steps,
-        "total_time_s": simulation.total_time,
-        "time_to_first_batch_s": simulation.time_to_first_batch,
-        "stalled_steps": simulation.stalled_steps,
-        "total_wait_s": simulation.total_wait,
-        "egress_bytes": simulation.egress_bytes,
-        "downloads": int(simulation.node_downloads.sum()),
-        "min_cache_limit_bytes": simulation.min_cache_limit,
-        "wall_s": wall,
-        "peak_rss_mib": peak_rss_mib(),
-    }
+    return workload, hardware
+
+
+def tune_example(shape: dict[str, Any], price_per_gb: float, target_throughput: float | None) -> str:
+    """``tune`` on the example: the best setting and the runners-up, as a Markdown table."""
+    from stream_plugin.simulate.tune import tune
+
+    start = time.perf_counter()
+    result = tune(*example_inputs(shape, {}), price_per_gb=price_per_gb, target_throughput=target_throughput)
+    seconds = time.perf_counter() - start
+    keys = ("predownload", "num_workers", "cache_limit", "shuffle_block_size", "qualifies", "stalled_steps")
+    keys += ("total_wait_s", "total_time_s", "egress_bytes", "cost")
+    rows = [
+        ["best" if index == 0 and result.best is not None else "runner-up"]
+        + [_tune_cell(key, row[key]) for key in keys]
+        for index, row in enumerate(
+            [
+                *([result.summary()["best"]] if result.best is not None else []),
+                *result.summary(5)["runners_up"],
+            ]
+        )
+    ]
+    return (
+        f"{len(result.candidates)} settings simulated in {seconds:.0f} s ({len(result.refused)} refused), "
+        f"${price_per_gb}/GB, target {target_throughput or 'no stall after the first step'}"
+        f"{'' if result.best is not None else ': no setting qualifies; the least waiting first'}:\n\n"
+        + markdown_table(["", *keys], rows)
+    )
+
+
+def _tune_cell(key: str, value: Any) -> str:
+    if value is None:
+        return "none" if key == "cache_limit" else "default"
+    if key in ("cache_limit", "egress_bytes"):
+        return f"{value / 1e9:,.1f} GB"
+    if key == "cost":
+        return f"${value:,.2f}"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def ours_scale(shape: dict[str, Any]) -> dict[str, Any]:
@@ -399,12 +448,17 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, ours only")
-    parser.add_argument("--part", choices=("side-by-side", "scale", "both"), default="both")
+    parser.add_argument("--part", choices=("side-by-side", "scale", "both", "tune"), default="both")
+    parser.add_argument("--price-per-gb", type=float, default=0.09, help="egress price for --part tune")
+    parser.add_argument("--target-throughput", type=float, default=None, help="samples/s for --part tune")
     parser.add_argument("--repeats", type=int, default=1, help="runs of the scale figure")
     arguments = parser.parse_args()
     print("\n".join(machine_lines()), end="\n\n")
     if arguments.part in ("side-by-side", "both"):
         print(render_side_by_side(measure_side_by_side(arguments.smoke)), end="\n\n")
+    if arguments.part == "tune":  # the example at 10 Gbit/s, where the settings decide the stalls
+        shape = {**(SMOKE_C4_LIKE if arguments.smoke else C4_LIKE), "bandwidth": FAST_LINK}
+        print(tune_example(shape, arguments.price_per_gb, arguments.target_throughput))
     if arguments.part in ("scale", "both"):
         print(render_scale(measure_scale(arguments.smoke, arguments.repeats)))
 
