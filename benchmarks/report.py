@@ -133,7 +133,7 @@ def write_report(
         for what, measured, met in figures[name].targets(record["result"])
     ]
     if checks:
-        lines += ["## Targets (issues 3, 4 and 17)", "", "| target | measured | met |", "|---|---|---|"]
+        lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
         lines += [f"| {what} | {measured} | {'yes' if met else '**no**'} |" for what, measured, met in checks]
         lines.append("")
     for name, module in figures.items():

@@ -221,6 +221,12 @@ class Simulation:
         return int(np.count_nonzero(self.wait > self.stall_tolerance))
 
     @property
+    def stalls_after_first_batch(self) -> int:
+        """Stalled steps after the first: ``stalled_steps`` also counts the start-up wait, which no
+        setting avoids (the first shards must be downloaded)."""
+        return int(np.count_nonzero(self.wait[1:] > self.stall_tolerance))
+
+    @property
     def total_wait(self) -> float:
         return float(self.wait.sum())
 

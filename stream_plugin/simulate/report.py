@@ -206,7 +206,7 @@ def format_table(simulation: Simulation, *, price_per_gb: float = 0.0) -> str:
 def format_tuning(result: TuneResult, *, shown: int = 10) -> str:
     """``--tune``'s ranking (best first; ``tune``'s order) as aligned plain text."""
     rows = [["rank", "qualifies", "predownload", "workers", "cache_limit", "shuffle_block_size"]]
-    rows[0] += ["total time", "stalled steps", "egress", "cost", "peak cache"]
+    rows[0] += ["total time", "stalls after the first batch", "egress", "cost", "peak cache"]
     for rank, candidate in enumerate(result.candidates[:shown], start=1):
         setting, simulation = candidate.setting, candidate.simulation
         rows.append(
@@ -218,14 +218,14 @@ def format_tuning(result: TuneResult, *, shown: int = 10) -> str:
                 "unset" if setting.cache_limit is None else format_bytes(setting.cache_limit),
                 "default" if setting.shuffle_block_size is None else f"{setting.shuffle_block_size:,}",
                 format_seconds(simulation.total_time),
-                f"{simulation.stalled_steps:,}",
+                f"{simulation.stalls_after_first_batch:,}",
                 format_bytes(simulation.egress_bytes),
                 f"${candidate.cost:,.2f}",
                 format_bytes(int(simulation.node_peak_cache.max()) if len(simulation.node_peak_cache) else 0),
             ]
         )
     goal = (
-        "no stalled step"
+        "no stalled step after the first batch"
         if result.target_throughput is None
         else f"at least {result.target_throughput:,.1f} samples/s"
     )

@@ -144,12 +144,6 @@ class TuneGrid:
         return None if None in self.cache_limit else max(v for v in self.cache_limit if v is not None)
 
 
-def stalls_after_first_batch(simulation: Simulation) -> int:
-    """Steps after the first that waited for data (``Simulation.stalled_steps`` also counts the first
-    step's wait, the start-up, which no setting avoids: the first shards must be downloaded)."""
-    return int(np.count_nonzero(simulation.wait[1:] > simulation.stall_tolerance))
-
-
 def mean_throughput(simulation: Simulation) -> float:
     """Samples per second over the whole run (``Simulation.summary``'s figure)."""
     return float(simulation.summary()["mean_throughput_samples_per_s"])
@@ -178,7 +172,7 @@ class Candidate:
             "qualifies": self.qualifies,
             "cost": self.cost,
             "egress_bytes": sim.egress_bytes,
-            "stalled_steps": stalls_after_first_batch(sim),
+            "stalled_steps": sim.stalls_after_first_batch,
             "total_wait_s": sim.total_wait,
             "total_time_s": sim.total_time,
             "time_to_first_batch_s": sim.time_to_first_batch,
@@ -281,7 +275,7 @@ class _Search:
         except ConfigError as error:  # e.g. a cache_limit too small for this many readers
             self.refused.append((setting, str(error)))
             return
-        qualifies = stalls_after_first_batch(simulation) == 0 or (
+        qualifies = simulation.stalls_after_first_batch == 0 or (
             self.target is not None and mean_throughput(simulation) >= self.target
         )
         self.done[setting] = Candidate(setting, simulation, qualifies, simulation.cost(self.price_per_gb))
@@ -310,6 +304,5 @@ __all__ = [
     "TuneGrid",
     "TuneResult",
     "smallest_cache_limit",
-    "stalls_after_first_batch",
     "tune",
 ]

@@ -159,7 +159,7 @@ def test_tune_prints_a_ranking(synthetic: Path) -> None:
         str(synthetic), "--nodes", "1", "--devices-per-node", "2", "--max-duration", "200ba", "--tune"
     )
     assert result.returncode == 0, result.stderr
-    assert re.match(r"tuned: \d+ settings simulated, \d+ reach no stalled step\n", result.stdout)
+    assert re.match(r"tuned: \d+ settings simulated, \d+ reach no stalled step after the first batch\n", result.stdout)
     assert re.search(r"\n  1 +(yes|no) +\d+ +\d+ ", result.stdout)
 
 

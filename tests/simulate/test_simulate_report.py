@@ -164,7 +164,7 @@ def test_the_tuning_ranking_lists_settings_best_first() -> None:
         price_per_gb=0.09,
     )
     text = format_tuning(result)
-    assert text.startswith("tuned: 2 settings simulated, 1 reach no stalled step\n")
+    assert text.startswith("tuned: 2 settings simulated, 1 reach no stalled step after the first batch\n")
     assert re.search(r"\n  1 +yes +8 +2 +unset +default +", text)
     assert re.search(r"\n  2 +no +32 +4 +2.0 GiB +1,000 +", text)
     assert "cache_limit: too small" in text

@@ -14,7 +14,6 @@ from stream_plugin.simulate.tune import (
     Setting,
     TuneGrid,
     smallest_cache_limit,
-    stalls_after_first_batch,
     tune,
 )
 
@@ -55,7 +54,7 @@ def test_tune_picks_the_smallest_predownload_that_keeps_up_with_a_slow_link() ->
     assert result.best.setting.predownload == 40
     assert {c.setting.predownload for c in result.candidates if c.qualifies} == {40, 80}
     short = [c for c in result.candidates if c.setting.predownload == 10]
-    assert short and not short[0].qualifies and stalls_after_first_batch(short[0].simulation) > 0
+    assert short and not short[0].qualifies and short[0].simulation.stalls_after_first_batch > 0
 
 
 def test_tune_reports_no_best_when_no_setting_keeps_up_and_ranks_the_least_waiting_first() -> None:
@@ -71,10 +70,10 @@ def test_tune_accepts_a_stalling_setting_that_reaches_the_target_throughput() ->
     workload, hardware = bandwidth_bound()
     stalling = simulate(*Setting(10, 1, None, None).apply(workload, hardware))
     throughput = stalling.summary()["mean_throughput_samples_per_s"]
-    assert stalls_after_first_batch(stalling) > 0
+    assert stalling.stalls_after_first_batch > 0
     result = tune(workload, hardware, target_throughput=throughput * 0.99, grid=grid(predownload=(10, 80)))
     assert result.best is not None and result.best.setting.predownload == 10
-    assert stalls_after_first_batch(result.best.simulation) > 0
+    assert result.best.simulation.stalls_after_first_batch > 0
 
 
 def test_tune_prefers_the_smallest_cache_that_downloads_no_more() -> None:
