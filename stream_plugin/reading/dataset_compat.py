@@ -18,7 +18,6 @@ import numpy as np
 from stream_plugin.cache.eviction import bytes_present
 from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry
-from stream_plugin.reading.epochs import check_canonical_nodes  # re-exported: callers import it from here
 from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.reading.shard_table import ShardTable, Spanner
 from stream_plugin.reading.stream import Stream
@@ -257,6 +256,5 @@ __all__ = [
     "PARTITION_ALGOS",
     "SampleCount",
     "check_batch_size_in_workers",
-    "check_canonical_nodes",
     "check_partition_algo",
 ]

@@ -20,8 +20,7 @@ import numpy as np
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import samples_per_stream
 from stream_plugin.order.topology import Topology
-from stream_plugin.reading.dataset_compat import check_canonical_nodes
-from stream_plugin.reading.epochs import EpochPlanner
+from stream_plugin.reading.epochs import EpochPlanner, check_canonical_nodes
 from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.simulate.model import EpochShuffle, Hardware, Workload
 

@@ -18,6 +18,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.reading.config import DEFAULTS as _DEFAULTS
 from stream_plugin.reading.config import BatchingMethod, SamplingMethod, ShuffleAlgo
 from stream_plugin.reading.stream import DOWNLOAD_DEFAULTS as _DOWNLOADS
+from stream_plugin.reading.stream_registry import DEFAULT_STREAM_NAME
 
 # The dataset's defaults and the choices of its named options come from the core's one source
 # (``DatasetConfig`` and ``DownloadSettings``, and ``Literal``s of the ``order`` registries), so that a YAML
@@ -81,7 +82,7 @@ class DatasetSpec:
     allow_unsafe_types: bool = _DEFAULTS.allow_unsafe_types
     replication: int | None = _DEFAULTS.replication
     storage_options: dict[str, Any] | None = None
-    stream_name: str = "stream"  # a name in stream_plugin.streams_registry (for remote/local)
+    stream_name: str = DEFAULT_STREAM_NAME  # a name in stream_plugin.streams_registry (for remote/local)
     stream_config: dict[str, Any] | None = None  # extra arguments for that Stream class
     transform: Callable[[Any], Any] | None = None  # applied to each sample (in YAML: "package.module.function")
 
