@@ -187,7 +187,9 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
         shuffle.append(_shuffle_figures(nodes, count, per_step_shards))
         if per_step_shards is None and epoch == 0:
             notes.append(
-                f"shards per batch not counted: an epoch of {planner.epoch_size} samples is above "
+                "shards per batch not counted: batching_method='device_per_stream' plans each rank apart"
+                if config.batching_method == "device_per_stream"
+                else f"shards per batch not counted: an epoch of {planner.epoch_size} samples is above "
                 f"{_COUNT_BATCH_SHARDS_UP_TO}"
             )
     total = sum(epoch_steps)
@@ -238,6 +240,28 @@ class _PassPlanner:
                 np.full(num_shards, -1, np.int64),
             )
         planner, locate, first, last = self._built
+        config = self.workload.config
+        if config.batching_method == "device_per_stream":
+            # The order depends on the device batch: plan each data-parallel rank of the node (its read
+            # i falls in step i // batch_size) and merge their spans. Distinct shards per batch are not
+            # counted here (a shard two ranks share would count twice).
+            batch = int(config.batch_size or 1)
+            ranks = self.band // batch
+            for slot in range(ranks):
+                pieces = planner.rank_batch_pieces(
+                    epoch,
+                    epoch_batch_size=self.global_batch,
+                    num_canonical_nodes=self.canonical,
+                    device_batch_size=batch,
+                    consumed=0,
+                    global_batch_size=self.global_batch,
+                    topology=Topology(
+                        num_nodes=self.hardware.nodes, ranks_per_node=ranks, rank=node * ranks + slot
+                    ),
+                    drop_last=config.drop_last,
+                )
+                _accumulate(pieces, locate, batch, steps, first, last, None)
+            return _extract(first, last, offset), None
         pieces = planner.rank_batch_pieces(
             epoch,
             epoch_batch_size=self.global_batch,
@@ -246,10 +270,11 @@ class _PassPlanner:
             consumed=0,
             global_batch_size=self.global_batch,
             topology=Topology(num_nodes=self.hardware.nodes, rank=node),
-            drop_last=self.workload.config.drop_last,
+            drop_last=config.drop_last,
         )
         per_step = np.zeros(steps, np.int64) if count_shards else None
-        return _node_epoch(pieces, locate, self.band, steps, offset, first, last, per_step), per_step
+        _accumulate(pieces, locate, self.band, steps, first, last, per_step)
+        return _extract(first, last, offset), per_step
 
 
 _WORKER: list[_PassPlanner] = []  # the planner the forked planning processes use
@@ -259,18 +284,17 @@ def _plan_in_worker(task: tuple[int, int, int, int, bool]) -> tuple[NodeEpoch, n
     return _WORKER[0].plan(*task)
 
 
-def _node_epoch(
+def _accumulate(
     pieces: Iterator[np.ndarray],
     locate: Locator,
     band: int,
     steps: int,
-    offset: int,
     first: np.ndarray,
     last: np.ndarray,
     per_step_shards: np.ndarray | None,
-) -> NodeEpoch:
-    """Reduce one node's pass to each shard's first and last step (``first``/``last`` are scratch
-    arrays of every shard, left clean again)."""
+) -> None:
+    """Fold a pass whose read ``i`` falls in step ``i // band`` into each shard's first and last step
+    (``first`` / ``last``: scratch arrays of every shard)."""
     read = 0
     row_rest = np.zeros(0, np.int64)  # the reads of a step cut by the end of a piece
     for sample_ids in pieces:
@@ -288,6 +312,10 @@ def _node_epoch(
         read += len(shards)
     if per_step_shards is not None and len(row_rest):
         per_step_shards[read // band] += len(np.unique(row_rest))
+
+
+def _extract(first: np.ndarray, last: np.ndarray, offset: int) -> NodeEpoch:
+    """The shards read (steps ``offset`` later), ordered by first step; leaves the scratch clean."""
     ids = np.flatnonzero(first != _UNREAD)
     begin, end = first[ids] + offset, last[ids] + offset
     first[ids], last[ids] = _UNREAD, -1

@@ -9,6 +9,7 @@ import pytest
 
 from stream_plugin.cache.policy_sim import belady_misses, lru_misses
 from stream_plugin.errors import ConfigError
+from stream_plugin.order.batching import BATCHING_METHODS
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.simulate import Hardware, Workload, simulate
@@ -206,3 +207,26 @@ def test_impossible_settings_are_refused_with_the_fix() -> None:
         simulate(workload(num_canonical_nodes=5000), hardware())
     with pytest.raises(ConfigError, match="cache_limit: expected at least one shard"):
         simulate(workload(cache_limit=SHARD_BYTES // 2), hardware())
+
+
+@pytest.mark.parametrize("batching_method", BATCHING_METHODS)
+def test_each_nodes_shard_spans_are_its_ranks_real_reads(batching_method: str) -> None:
+    """Read ``i`` of a rank falls in step ``i // batch_size``; a node's span of a shard runs from its
+    ranks' first read of it to their last. (``device_per_stream``, whose order depends on the device
+    batch, is planned rank by rank; the others as the node's band of every global batch.)"""
+    work = replace(workload(batching_method=batching_method), shards_per_stream=(24, 24))
+    hw = hardware(epochs=1, workers=0)
+    plan = plan_reads(work, hw)
+    locate = Locator(work.samples_per_shard)
+    for node in range(hw.nodes):
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for rank in range(node * hw.devices_per_node, (node + 1) * hw.devices_per_node):
+            shards = locate(rank_reads(work, hw, 0)[rank])  # workers=0: the rank's pass in order
+            for read, shard in enumerate(shards.tolist()):
+                first[shard] = min(first.get(shard, read // 4), read // 4)
+                last[shard] = max(last.get(shard, read // 4), read // 4)
+        spans = plan.epochs[0][node]
+        assert dict(zip(spans.shards.tolist(), spans.first.tolist(), strict=True)) == first
+        assert dict(zip(spans.shards.tolist(), spans.last.tolist(), strict=True)) == last
+    assert any("device_per_stream" in note for note in plan.notes) == (batching_method == "device_per_stream")
