@@ -72,6 +72,14 @@ def window_steps(workload: Workload, hardware: Hardware) -> int:
     return hardware.prefetch_factor * max(hardware.workers, 1) + ahead_steps(workload, hardware)
 
 
+def _no_room(node: int, step: int, limit: int | None) -> ConfigError:
+    return ConfigError(
+        f"cache_limit: expected room for every shard node {node} has in use at step {step} (the simulation "
+        f"counts a shard in use from its first to its last read of a pass), found {limit} bytes; raise "
+        "cache_limit, or lower shuffle_block_size so that shards are read in shorter spans"
+    )
+
+
 @dataclass
 class _Download:
     node: int
@@ -90,6 +98,7 @@ class _Node:
     first: np.ndarray  # int64 (D,)
     last: np.ndarray  # int64 (D,)
     download_of: np.ndarray  # int64 (D,): the download serving each demand, -1 until released
+    link: Link  # the node's bandwidth, shared by its transfers in flight
     released: int = 0  # demands [0, released) have a download (or a cached copy)
     resolved: int = 0  # demands [0, resolved) have a known ready time
     next_release: float = math.inf  # the first step of demand ``released`` (inf: none left)
@@ -98,7 +107,6 @@ class _Node:
     ready_upto: int = 0  # demands [0, ready_upto) are released and ready
     first_wave: int = 0  # demands downloaded before the window opens (the readers' first shards)
     opened: bool = False  # whether the prefetch window is open
-    link: Link = field(default_factory=lambda: Link(1.0))
     active: int = 0  # downloads holding a download thread (requested, transferring or decompressing)
     queued: deque[int] = field(default_factory=deque)  # downloads waiting for a thread, earliest first
     holding: dict[int, int] = field(default_factory=dict)  # shard -> its download (placed or in flight)
@@ -110,6 +118,7 @@ class _Node:
     downloads: int = 0
     failed: int = 0
     uses_of: dict[int, np.ndarray] = field(default_factory=dict)  # shard -> its demands (with a limit)
+    last_read: dict[int, int] = field(default_factory=dict)  # shard -> the step of its latest read (LRU)
 
     def __post_init__(self) -> None:
         self.next_release = self.first_of(0)
@@ -117,8 +126,6 @@ class _Node:
     def first_of(self, demand: int) -> float:
         """The first step of ``demand``; inf past the last."""
         return int(self.first[demand]) if demand < len(self.first) else math.inf
-
-    last_read: dict[int, int] = field(default_factory=dict)  # shard -> the step of its latest read
 
 
 class _Run:
@@ -163,8 +170,14 @@ class _Run:
             keep.sort()
             shard, first, last = shard[keep], first[keep], last[keep]
         order = np.argsort(first, kind="stable")
-        node = _Node(index, shard[order], first[order], last[order], np.full(len(order), -1, np.int64))
-        node.link = Link(self.hardware.bandwidth)
+        node = _Node(
+            index,
+            shard[order],
+            first[order],
+            last[order],
+            np.full(len(order), -1, np.int64),
+            Link(self.hardware.bandwidth),
+        )
         if self.limit is not None:
             by_shard = np.argsort(node.shard, kind="stable")
             bounds = np.flatnonzero(np.diff(node.shard[by_shard])) + 1
@@ -295,12 +308,7 @@ class _Run:
             if node.download_of[node.resolved] < 0:
                 shard = int(node.shard[node.resolved])
                 if not self._make_room(node, shard, step, step, time):
-                    raise ConfigError(
-                        f"cache_limit: expected room for every shard node {node.index} has in use at step {step} "
-                        f"(the simulation counts a shard in use from its first to its last read of a pass), found "
-                        f"{self.limit} bytes; raise cache_limit, or lower shuffle_block_size so that shards are "
-                        "read in shorter spans"
-                    )
+                    raise _no_room(node.index, step, self.limit)
                 node.download_of[node.resolved] = self._start(node, shard, time)
             ready = max(ready, self.ready_time(int(node.download_of[node.resolved])))
             node.resolved += 1
@@ -443,12 +451,7 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
             if node.next_release <= step:
                 run.release(node, step, step, previous_end)
                 if node.next_release <= step:
-                    raise ConfigError(
-                        f"cache_limit: expected room for every shard node {node.index} has in use at step {step} "
-                        f"(the simulation counts a shard in use from its first to its last read of a pass), found "
-                        f"{run.limit} bytes; raise cache_limit, or lower shuffle_block_size so that shards are "
-                        "read in shorter spans"
-                    )
+                    raise _no_room(node.index, step, run.limit)
         for node in nodes:  # then the store answers them all, in time order
             if node.next_resolve <= step:
                 data_ready[node.index] = run.settle_node(node, step, previous_end)

@@ -207,6 +207,9 @@ def test_impossible_settings_are_refused_with_the_fix() -> None:
         simulate(workload(num_canonical_nodes=5000), hardware())
     with pytest.raises(ConfigError, match="cache_limit: expected at least one shard"):
         simulate(workload(cache_limit=SHARD_BYTES // 2), hardware())
+    # Two shards of room where a step of the 4 readers reads from four: the shards in use do not fit.
+    with pytest.raises(ConfigError, match="cache_limit: expected room for every shard node 0 has in use"):
+        simulate(workload(cache_limit=2 * SHARD_BYTES, shuffle_block_size=32 * 8), hardware())
 
 
 @pytest.mark.parametrize("batching_method", BATCHING_METHODS)
