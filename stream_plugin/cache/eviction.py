@@ -90,6 +90,24 @@ def check_cache_limit(
         )
 
 
+def eviction_order(
+    policy: EvictionPolicy, count: int, next_uses: np.ndarray | None = None, keep_before: int | None = None
+) -> np.ndarray:
+    """The order in which ``policy`` evicts ``count`` idle candidates given least recently used first:
+    indices into them, int64. The one rule, for the cache and for ``stream-plugin simulate``.
+
+    ``"lru"``, or an unknown future (``next_uses`` None): as given. ``"belady"``: read again farthest
+    ahead first (``NEVER`` first), least recently used first among equals; with ``keep_before`` (a
+    download ahead of need, whose shard is read then), only the candidates read after that time.
+    """
+    if policy != "belady" or next_uses is None or not count:
+        return np.arange(count, dtype=np.int64)
+    farthest_first = np.argsort(-np.asarray(next_uses, dtype=np.int64), kind="stable")  # (count,)
+    if keep_before is not None:
+        farthest_first = farthest_first[next_uses[farthest_first] > keep_before]
+    return farthest_first.astype(np.int64)
+
+
 # When each of the given shards is read next on this node (``NodeFuture.next_use`` at this process's
 # clock), or None when the node's future is not known: then eviction falls back to LRU.
 NextUses = Callable[[Sequence[ShardEntry]], "np.ndarray | None"]
@@ -291,15 +309,8 @@ class Evictor:
         among equals); with ``keep_before``, only shards read after that time. Else LRU.
         """
         by_age = self._least_recently_used(shards, skip)
-        if self._policy != "belady" or not by_age:
-            return by_age
-        uses = self._next_uses(by_age)
-        if uses is None:
-            return by_age
-        farthest_first = np.argsort(-uses, kind="stable")  # (k,): NEVER sorts first
-        if keep_before is not None:
-            farthest_first = farthest_first[uses[farthest_first] > keep_before]
-        return [by_age[i] for i in farthest_first.tolist()]
+        uses = self._next_uses(by_age) if self._policy == "belady" and by_age else None
+        return [by_age[i] for i in eviction_order(self._policy, len(by_age), uses, keep_before).tolist()]
 
     def _least_recently_used(self, shards: Sequence[ShardEntry], skip: set[str]) -> list[ShardEntry]:
         present = [
@@ -334,7 +345,12 @@ class Evictor:
             freed += size
         if freed:
             self._stats.record_eviction(freed)
-            logger.debug("evicted shard %r from %s (%d bytes) to stay within cache_limit", entry.raw_data.basename, self._local, freed)
+            logger.debug(
+                "evicted shard %r from %s (%d bytes) to stay within cache_limit",
+                entry.raw_data.basename,
+                self._local,
+                freed,
+            )
         return freed
 
     def _live_reservations(self) -> dict[str, int]:
@@ -381,6 +397,7 @@ __all__ = [
     "Evictor",
     "bytes_present",
     "check_cache_limit",
+    "eviction_order",
     "footprint",
     "minimum_cache_limit",
     "placed_files",

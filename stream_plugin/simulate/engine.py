@@ -26,7 +26,8 @@ The model, in the order a step happens:
   again farthest ahead (never again first); a download ahead of need waits rather than evict a
   shard read before the one it brings, and evicts nothing while its shard is read more than
   ``3 x max(workers, 1)`` steps ahead (the cache's ``prefetch_reach``); ``lru`` evicts the least
-  recently used idle shard. A shard in
+  recently used idle shard. The victims are ordered by the cache's own rule
+  (``cache.eviction.eviction_order``). A shard in
   use is never evicted; a download that finds no room waits for the next step.
 - **Workers and steps.** Worker ``t mod workers`` of every rank builds batch ``t``: it starts once it
   finished its previous batch and the trainer is within ``prefetch_factor`` of its batches, and takes
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stream_plugin.cache.eviction import eviction_order
 from stream_plugin.cache.future import NEVER
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.shard_access import DEFAULT_PREDOWNLOAD
@@ -87,6 +89,7 @@ class _Download:
     files_left: int
     ready: float = _UNKNOWN
     attempt: int = 1
+    placed_step: int = -1  # the trainer's step when it was placed (its last use until it is read)
 
 
 @dataclass(eq=False)
@@ -118,7 +121,6 @@ class _Node:
     downloads: int = 0
     failed: int = 0
     uses_of: dict[int, np.ndarray] = field(default_factory=dict)  # shard -> its demands (with a limit)
-    last_read: dict[int, int] = field(default_factory=dict)  # shard -> the step of its latest read (LRU)
 
     def __post_init__(self) -> None:
         self.next_release = self.first_of(0)
@@ -254,6 +256,7 @@ class _Run:
         if rate is not None and self.workload.raw_bytes[shard] != self.workload.stored_bytes[shard]:
             time += int(self.workload.raw_bytes[shard]) / rate
         item.ready = time
+        item.placed_step = node.step
         node.bytes += int(self.workload.stored_bytes[shard])
         node.downloads += 1
         if node.queued:  # the download thread is free: it takes the earliest queued download
@@ -360,68 +363,58 @@ class _Run:
             if node.resolved == demand:
                 node.next_resolve = node.first_of(demand)
 
-    def _next_use(self, node: _Node, shard: int, step: int) -> int:
-        """The step this node next reads ``shard`` from ``step`` on: ``step`` while in use (its span
-        covers ``step``), NEVER if never."""
-        uses = node.uses_of[shard]
-        after = uses[node.last[uses] >= step]
-        if not len(after):
-            return int(NEVER)
-        return max(int(node.first[after].min()), step)
-
     def _make_room(self, node: _Node, shard: int, needed_at: int, step: int, time: float) -> bool:
-        """Evict idle shards until ``shard`` fits under the limit; False where it must wait. The
-        evicted shard's released demands not yet read will download it again when read."""
+        """Evict idle shards until ``shard`` fits under the limit; False where it must wait. As the
+        cache does: a download ahead under Belady evicts nothing while its shard is read beyond the
+        reach, and nothing at all unless the shards it may evict make the room. The evicted shards'
+        released demands not yet read download them again when read."""
         assert self.limit is not None
         need = int(self.workload.footprint[shard])
         if need > self.limit:
             raise ConfigError(
                 f"cache_limit: expected at least one shard's {need} bytes, found {self.limit}; raise cache_limit"
             )
-        while node.usage + need > self.limit:
-            if self.policy == "belady" and needed_at - step > self.reach:
-                return False  # a download far ahead evicts nothing: it waits until within reach
-            victim = self._victim(node, needed_at, step, time)
-            if victim is None:
-                return False
+        excess = node.usage + need - self.limit
+        if excess <= 0:
+            return True
+        keep_before = needed_at if needed_at > step and self.policy == "belady" else None
+        if keep_before is not None and keep_before - step > self.reach:
+            return False  # a download far ahead waits until within reach
+        victims = self._victims(node, keep_before, step, time)
+        sizes = [int(self.workload.footprint[victim]) for victim in victims]
+        if keep_before is not None and sum(sizes) < excess:
+            return False  # a download ahead that cannot make room evicts nothing
+        for victim, size in zip(victims, sizes, strict=True):
+            if excess <= 0:
+                break
             del node.holding[victim]
             uses = node.uses_of[victim]
             awaiting = uses[(uses >= node.resolved) & (uses < node.released)]
             node.download_of[awaiting] = -1
-            node.usage -= int(self.workload.footprint[victim])
-        return True
+            node.usage -= size
+            excess -= size
+        return excess <= 0
 
-    def _victim(self, node: _Node, needed_at: int, step: int, time: float) -> int | None:
-        """The idle placed shard the policy evicts first, or None (see the module docstring)."""
-        best: tuple[int, int] | None = None
+    def _victims(self, node: _Node, keep_before: int | None, step: int, time: float) -> list[int]:
+        """The idle placed shards in the order the policy evicts them (``cache.eviction_order``, the
+        cache's own rule): a shard in flight or in use (its span covers ``step``) is not idle."""
+        idle: list[tuple[int, int, int]] = []  # (last use, next use, shard)
         for held, download in node.holding.items():
-            if self.downloads[download].ready > time:
+            item = self.downloads[download]
+            if item.ready > time:
                 continue  # in flight
-            next_use = self._next_use(node, held, step)
+            uses = node.uses_of[held]
+            after = uses[node.last[uses] >= step]
+            next_use = max(int(node.first[after].min()), step) if len(after) else int(NEVER)
             if next_use <= step:
                 continue  # in use
-            if self.policy == "belady":
-                if next_use <= needed_at and needed_at > step:
-                    continue  # a download ahead never evicts what is read before it
-                key = -next_use
-            else:
-                key = node.last_read.get(held, -1)
-            if best is None or key < best[0]:
-                best = (key, held)
-        return None if best is None else best[1]
-
-    @property
-    def tracks_reads(self) -> bool:
-        """Whether eviction needs each shard's latest read (LRU under a limit)."""
-        return self.limit is not None and self.policy == "lru"
-
-    def mark_read(self, node: _Node, step: int) -> None:
-        """Note the step of each held shard's latest read (for LRU)."""
-        for shard in node.holding:
-            uses = node.uses_of[shard]
             begun = uses[node.first[uses] <= step]
-            if len(begun):
-                node.last_read[shard] = int(min(node.last[begun].max(), step))
+            last_use = int(node.last[begun].max()) if len(begun) else item.placed_step
+            idle.append((last_use, next_use, held))
+        idle.sort(key=lambda candidate: candidate[0])  # least recently used first
+        next_uses = np.array([next_use for _, next_use, _ in idle], np.int64)
+        order = eviction_order(self.policy, len(idle), next_uses, keep_before)
+        return [idle[index][2] for index in order.tolist()]
 
 
 def simulate(workload: Workload, hardware: Hardware) -> Simulation:
@@ -466,8 +459,6 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
         run.settle(start[step])
         for node in nodes:  # the trainer takes batch ``step``: every worker may read further
             node.step = step
-            if run.tracks_reads:
-                run.mark_read(node, step)
             run.open_window(node, start[step])
     notes = list(reads.notes)
     failed = sum(node.failed for node in run.nodes)

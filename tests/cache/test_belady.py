@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from stream_plugin.cache import CacheConfig, NodeFuture, ShardCache
+from stream_plugin.cache.eviction import eviction_order
+from stream_plugin.cache.future import NEVER
 
 
 def _cache(local: Path, dataset, *, eviction: str = "belady", shards_fit: int = 2) -> ShardCache:
@@ -137,3 +139,15 @@ def test_a_download_ahead_beyond_its_reach_still_fills_free_room(make_dataset, l
     cache.ensure(dataset.entries[0])
     assert cache.ensure_ahead(dataset.entries[1]) == local
     assert _present(local, dataset) == [0, 1]
+
+
+def test_eviction_order_is_farthest_next_use_first_and_lru_among_equals() -> None:
+    # Candidates least recently used first; next uses: 40, never, 10, never, 25.
+    uses = np.array([40, NEVER, 10, NEVER, 25], dtype=np.int64)
+    assert eviction_order("belady", 5, uses).tolist() == [1, 3, 0, 4, 2]
+    # A download ahead of need whose shard is read at 20 evicts only shards read after it.
+    assert eviction_order("belady", 5, uses, keep_before=20).tolist() == [1, 3, 0, 4]
+    # LRU, or Belady without a known future: least recently used first, keep_before ignored.
+    assert eviction_order("lru", 5, uses, keep_before=20).tolist() == [0, 1, 2, 3, 4]
+    assert eviction_order("belady", 3, None).tolist() == [0, 1, 2]
+    assert eviction_order("belady", 0, np.zeros(0, np.int64)).tolist() == []
