@@ -27,8 +27,9 @@ The model, in the order a step happens:
   shard read before the one it brings, and evicts nothing while its shard is read more than
   ``3 x max(workers, 1)`` steps ahead (the cache's ``prefetch_reach``); ``lru`` evicts the least
   recently used idle shard. The victims are ordered by the cache's own rule
-  (``cache.eviction.eviction_order``). A shard in
-  use is never evicted; a download that finds no room waits for the next step.
+  (``cache.eviction.eviction_order``). A shard in use is never evicted; a download ahead that finds
+  no room waits for the window's next move, one needed now with none is refused (``cache_limit`` too
+  small for the shards in use).
 - **Workers and steps.** Worker ``t mod workers`` of every rank builds batch ``t``: it starts once it
   finished its previous batch and the trainer is within ``prefetch_factor`` of its batches, and takes
   ``batch_size x sample_time`` once the batch's shards are ready. Steps are synchronous across all
@@ -396,7 +397,7 @@ class _Run:
         return excess <= 0
 
     def _victims(self, node: _Node, keep_before: int | None, step: int, time: float) -> list[int]:
-        """The idle placed shards in the order the policy evicts them (``cache.eviction_order``, the
+        """The idle placed shards in the order the policy evicts them (``cache.eviction.eviction_order``, the
         cache's own rule): a shard in flight or in use (its span covers ``step``) is not idle."""
         idle: list[tuple[int, int, int]] = []  # (last use, next use, shard)
         for held, download in node.holding.items():
