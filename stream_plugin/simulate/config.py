@@ -38,6 +38,7 @@ from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
 from stream_plugin.simulate.model import Hardware, Workload
+from stream_plugin.simulate.reads import epoch_steps
 from stream_plugin.text.loader_keys import TEXT_KEYS
 from stream_plugin.units import parse_bytes, parse_count
 
@@ -512,13 +513,7 @@ _DURATION = re.compile(r"\s*(\d+)\s*(ba|ep|sp)\s*")
 
 def steps_per_epoch(workload: Workload, hardware: Hardware) -> int:
     """Global batches in one epoch of ``workload`` on ``hardware`` (the last one may be partial)."""
-    from stream_plugin.simulate.reads import build_planner
-
-    config = workload.config
-    batch = int(config.batch_size or 1)
-    global_batch = batch * config.data_parallel_size(hardware.world_size)
-    full, rest = build_planner(workload).batch_counts(global_batch_size=global_batch, device_batch_size=batch)
-    return max(1, full + (1 if rest and not config.drop_last else 0))
+    return epoch_steps(workload, hardware).steps
 
 
 def apply_duration(hardware: Hardware, workload: Workload, duration: str) -> Hardware:

@@ -117,8 +117,31 @@ def build_planner(workload: Workload) -> EpochPlanner:
     return EpochPlanner(table, per_epoch, config.order_settings)
 
 
-def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
-    """Each node's shard spans for every epoch of the run (up to ``hardware.max_steps``)."""
+@dataclass(frozen=True)
+class EpochSteps:
+    """The global batches of one epoch: ``full`` whole ones, and a partial last one of ``rest`` samples
+    unless ``drop_last``."""
+
+    global_batch: int
+    full: int
+    rest: int
+    drop_last: bool
+
+    @property
+    def steps(self) -> int:
+        return self.full + (1 if self.rest and not self.drop_last else 0)
+
+    def samples_per_step(self) -> np.ndarray:
+        """int64 (steps,): the samples of each global batch."""
+        sizes = np.full(self.steps, self.global_batch, np.int64)
+        if self.steps > self.full:
+            sizes[-1] = self.rest
+        return sizes
+
+
+def epoch_steps(workload: Workload, hardware: Hardware, planner: EpochPlanner | None = None) -> EpochSteps:
+    """The steps of one epoch of ``workload`` on ``hardware``; ``ConfigError`` where it has none, or where
+    the data-parallel ranks do not split evenly over the nodes."""
     config = workload.config
     batch_size = int(config.batch_size or 1)
     data_parallel = config.data_parallel_size(hardware.world_size)
@@ -129,39 +152,46 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
             "devices_per_node"
         )
     global_batch = batch_size * data_parallel
-    band = global_batch // hardware.nodes  # the node's samples of one global batch
-    canonical = config.num_canonical_nodes or hardware.nodes
-    planner = build_planner(workload)
-    check_canonical_nodes(planner.epoch_size, canonical)
+    planner = build_planner(workload) if planner is None else planner
     full, rest = planner.batch_counts(global_batch_size=global_batch, device_batch_size=batch_size)
-    steps = full + (1 if rest and not config.drop_last else 0)
-    if steps == 0:
+    counted = EpochSteps(global_batch, full, rest, config.drop_last)
+    if counted.steps == 0:
         raise ConfigError(
             f"batch_size: expected an epoch of at least one global batch of {global_batch} samples "
             f"(batch_size {batch_size} x {data_parallel} data-parallel ranks), found {planner.epoch_size} samples "
             "per epoch with drop_last=True; lower batch_size or pass drop_last=False"
         )
-    epoch_steps: list[int] = []
+    return counted
+
+
+def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
+    """Each node's shard spans for every epoch of the run (up to ``hardware.max_steps``)."""
+    config = workload.config
+    planner = build_planner(workload)
+    epoch_shape = epoch_steps(workload, hardware, planner)
+    global_batch, steps = epoch_shape.global_batch, epoch_shape.steps
+    band = global_batch // hardware.nodes  # the node's samples of one global batch
+    canonical = config.num_canonical_nodes or hardware.nodes
+    check_canonical_nodes(planner.epoch_size, canonical)
+    run_steps: list[int] = []
     left = hardware.max_steps
     for _ in range(hardware.epochs):
         count = steps if left is None else min(steps, left)
         if count <= 0:
             break
-        epoch_steps.append(count)
+        run_steps.append(count)
         if left is not None:
             left -= count
-    sizes = np.full(steps, global_batch, np.int64)
-    if rest and not config.drop_last:
-        sizes[-1] = rest
+    sizes = epoch_shape.samples_per_step()
     passes = _PassPlanner(workload, hardware, canonical, global_batch, band)
     tasks = [
         (epoch, node, count, offset, planner.epoch_size <= _COUNT_BATCH_SHARDS_UP_TO)
         for epoch, (count, offset) in enumerate(
-            zip(epoch_steps, np.cumsum([0, *epoch_steps]).tolist(), strict=False)
+            zip(run_steps, np.cumsum([0, *run_steps]).tolist(), strict=False)
         )
         for node in range(hardware.nodes)
     ]
-    processes = min(processes_for(planner.epoch_size * len(epoch_steps)), len(tasks))
+    processes = min(processes_for(planner.epoch_size * len(run_steps)), len(tasks))
     if processes > 1:
         # Forked: the planning processes inherit the workload (no pickling of the shard arrays) and
         # need no importable __main__.
@@ -178,7 +208,7 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
     epochs: list[tuple[NodeEpoch, ...]] = []
     shuffle: list[EpochShuffle] = []
     notes: list[str] = []
-    for epoch, count in enumerate(epoch_steps):
+    for epoch, count in enumerate(run_steps):
         mine = results[epoch * hardware.nodes : (epoch + 1) * hardware.nodes]
         nodes = [node for node, _ in mine]
         counted = [per_step for _, per_step in mine if per_step is not None]
@@ -192,15 +222,13 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
                 else f"shards per batch not counted: an epoch of {planner.epoch_size} samples is above "
                 f"{_COUNT_BATCH_SHARDS_UP_TO}"
             )
-    total = sum(epoch_steps)
-    samples = (
-        np.concatenate([sizes[:count] for count in epoch_steps]) if epoch_steps else np.zeros(0, np.int64)
-    )
-    epoch_of_step = np.repeat(np.arange(len(epoch_steps), dtype=np.int64), epoch_steps)
+    total = sum(run_steps)
+    samples = np.concatenate([sizes[:count] for count in run_steps]) if run_steps else np.zeros(0, np.int64)
+    epoch_of_step = np.repeat(np.arange(len(run_steps), dtype=np.int64), run_steps)
     assert len(samples) == total
     return ReadPlan(
         epochs=tuple(epochs),
-        epoch_steps=tuple(epoch_steps),
+        epoch_steps=tuple(run_steps),
         samples_per_step=samples,
         epoch_of_step=epoch_of_step,
         shuffle=tuple(shuffle),
@@ -342,4 +370,4 @@ def _shuffle_figures(nodes: list[NodeEpoch], steps: int, per_step_shards: np.nda
     )
 
 
-__all__ = ["Locator", "NodeEpoch", "ReadPlan", "build_planner", "plan_reads"]
+__all__ = ["EpochSteps", "Locator", "NodeEpoch", "ReadPlan", "build_planner", "epoch_steps", "plan_reads"]
