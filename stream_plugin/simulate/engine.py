@@ -75,11 +75,19 @@ def window_steps(workload: Workload, hardware: Hardware) -> int:
     return hardware.prefetch_factor * max(hardware.workers, 1) + ahead_steps(workload, hardware)
 
 
-def _no_room(node: int, step: int, limit: int | None) -> ConfigError:
+def _in_use_bytes(node: _Node, footprints: np.ndarray, step: int) -> int:
+    """Bytes of the shards ``node`` has in use at ``step`` (demands whose span covers it)."""
+    read = np.searchsorted(node.first, step, side="right")  # demands begun by ``step``
+    covering = node.last[:read] >= step
+    return int(footprints[node.shard[:read][covering]].sum())
+
+
+def _no_room(node: _Node, footprints: np.ndarray, step: int, limit: int | None) -> ConfigError:
     return ConfigError(
-        f"cache_limit: expected room for every shard node {node} has in use at step {step} (the simulation "
-        f"counts a shard in use from its first to its last read of a pass), found {limit} bytes; raise "
-        "cache_limit, or lower shuffle_block_size so that shards are read in shorter spans"
+        f"cache_limit: expected room for every shard node {node.index} has in use at step {step} "
+        f"({_in_use_bytes(node, footprints, step)} bytes: the simulation counts a shard in use from its first "
+        f"to its last read of a pass), found {limit} bytes; raise cache_limit above that, or lower "
+        "shuffle_block_size so that shards are read in shorter spans"
     )
 
 
@@ -312,7 +320,7 @@ class _Run:
             if node.download_of[node.resolved] < 0:
                 shard = int(node.shard[node.resolved])
                 if not self._make_room(node, shard, step, step, time):
-                    raise _no_room(node.index, step, self.limit)
+                    raise _no_room(node, self.workload.footprint, step, self.limit)
                 node.download_of[node.resolved] = self._start(node, shard, time)
             ready = max(ready, self.ready_time(int(node.download_of[node.resolved])))
             node.resolved += 1
@@ -445,7 +453,7 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
             if node.next_release <= step:
                 run.release(node, step, step, previous_end)
                 if node.next_release <= step:
-                    raise _no_room(node.index, step, run.limit)
+                    raise _no_room(node, workload.footprint, step, run.limit)
         for node in nodes:  # then the store answers them all, in time order
             if node.next_resolve <= step:
                 data_ready[node.index] = run.settle_node(node, step, previous_end)

@@ -208,7 +208,7 @@ def test_impossible_settings_are_refused_with_the_fix() -> None:
     with pytest.raises(ConfigError, match="cache_limit: expected at least one shard"):
         simulate(workload(cache_limit=SHARD_BYTES // 2), hardware())
     # Two shards of room where a step of the 4 readers reads from four: the shards in use do not fit.
-    with pytest.raises(ConfigError, match="cache_limit: expected room for every shard node 0 has in use"):
+    with pytest.raises(ConfigError, match=rf"node 0 has in use at step 0 \({4 * SHARD_BYTES} bytes"):
         simulate(workload(cache_limit=2 * SHARD_BYTES, shuffle_block_size=32 * 8), hardware())
 
 
