@@ -245,6 +245,11 @@ class Simulation:
         return self.samples_per_step / np.maximum(self.step_end - before, 1e-12)
 
     @property
+    def mean_throughput(self) -> float:
+        """Samples per second over the whole run, start-up included."""
+        return float(self.samples_per_step.sum() / self.total_time) if self.total_time > 0 else 0.0
+
+    @property
     def egress_bytes(self) -> int:
         return int(self.node_bytes.sum())
 
@@ -264,9 +269,7 @@ class Simulation:
             "time_to_first_batch_s": self.time_to_first_batch,
             "stalled_steps": self.stalled_steps,
             "total_wait_s": self.total_wait,
-            "mean_throughput_samples_per_s": (
-                float(self.samples_per_step.sum() / self.total_time) if self.total_time > 0 else 0.0
-            ),
+            "mean_throughput_samples_per_s": self.mean_throughput,
             "egress_bytes": self.egress_bytes,
             "egress_cost": self.cost(price_per_gb),
             "requests": self.requests,

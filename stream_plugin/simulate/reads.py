@@ -95,8 +95,6 @@ class ReadPlan:
     samples_per_step: np.ndarray  # int64 (T,): samples of each global batch
     epoch_of_step: np.ndarray  # int64 (T,)
     shuffle: tuple[EpochShuffle, ...]
-    global_batch_size: int
-    num_canonical_nodes: int
     notes: tuple[str, ...]
 
 
@@ -232,8 +230,6 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
         samples_per_step=samples,
         epoch_of_step=epoch_of_step,
         shuffle=tuple(shuffle),
-        global_batch_size=global_batch,
-        num_canonical_nodes=canonical,
         notes=tuple(notes),
     )
 

@@ -144,11 +144,6 @@ class TuneGrid:
         return None if None in self.cache_limit else max(v for v in self.cache_limit if v is not None)
 
 
-def mean_throughput(simulation: Simulation) -> float:
-    """Samples per second over the whole run (``Simulation.summary``'s figure)."""
-    return float(simulation.summary()["mean_throughput_samples_per_s"])
-
-
 def smallest_cache_limit(workload: Workload, devices_per_node: int, workers: int) -> int:
     """The smallest ``cache_limit`` the dataset accepts for this many readers on a node (each rank x
     worker holds two shards, the largest in the worst case; ``cache.minimum_cache_limit``)."""
@@ -176,7 +171,7 @@ class Candidate:
             "total_wait_s": sim.total_wait,
             "total_time_s": sim.total_time,
             "time_to_first_batch_s": sim.time_to_first_batch,
-            "mean_throughput_samples_per_s": mean_throughput(sim),
+            "mean_throughput_samples_per_s": sim.mean_throughput,
             "peak_cache_bytes": int(np.max(sim.node_peak_cache)) if len(sim.node_peak_cache) else 0,
             "min_cache_limit_bytes": sim.min_cache_limit,
         }
@@ -276,7 +271,7 @@ class _Search:
             self.refused.append((setting, str(error)))
             return
         qualifies = simulation.stalls_after_first_batch == 0 or (
-            self.target is not None and mean_throughput(simulation) >= self.target
+            self.target is not None and simulation.mean_throughput >= self.target
         )
         self.done[setting] = Candidate(setting, simulation, qualifies, simulation.cost(self.price_per_gb))
 

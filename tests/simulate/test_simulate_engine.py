@@ -111,6 +111,7 @@ def test_the_steps_are_the_epochs_global_batches() -> None:
     per_epoch = -(-work.num_samples // global_batch)
     assert result.num_steps == 3 * per_epoch
     assert result.samples_per_step.sum() == 3 * work.num_samples
+    assert result.mean_throughput == pytest.approx(3 * work.num_samples / result.total_time)
     assert result.epoch_of_step.tolist() == np.repeat(np.arange(3), per_epoch).tolist()
     assert simulate(work, hardware(epochs=3, max_steps=5)).num_steps == 5
 
