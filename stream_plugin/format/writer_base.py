@@ -11,6 +11,7 @@ Safety rules, stricter than MosaicML Streaming's:
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import shutil
@@ -298,6 +299,12 @@ class ShardWriter:
             "hashes": list(self.hashes),
             "size_limit": self.size_limit,
         }
+
+    def get_config(self) -> dict[str, Any]:
+        """The shard-writing configuration, as MosaicML's ``Writer.get_config()`` returns it: the keys every
+        shard entry of ``index.json`` repeats (version, format, compression, hashes, size_limit and the
+        format's column keys). Public API: MosaicML users call it; a fresh copy each call."""
+        return copy.deepcopy(self._config)
 
     def shard_overhead(self) -> int:
         """Bytes a shard counts against size_limit before any sample."""
