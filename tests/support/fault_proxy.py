@@ -5,7 +5,8 @@ upstream server and, when a :class:`FaultRule` fires, answers with a fault inste
 
 * ``http_500`` / ``http_503`` / ``http_403`` / ``http_404`` — an S3-style XML error response;
 * ``reset`` — the connection is closed with ``SO_LINGER 0`` (the client sees a TCP RST);
-* ``stall`` — nothing is answered for ``stall_seconds`` (set it above the client's read timeout);
+* ``stall`` — nothing is answered for ``stall_seconds`` (set it above the client's read timeout), or
+  until the client hangs up: ``stalls`` records, by the proxy's own clock, whether and when it did;
 * ``stall_body`` — headers and half the body are sent, then nothing for ``stall_seconds``;
 * ``truncate`` — headers with the full ``Content-Length`` and half the body are sent, then a close.
 
@@ -22,10 +23,12 @@ after it, so keep-alive clients simply open a new connection per request; reques
 from __future__ import annotations
 
 import random
+import select
 import socket
 import socketserver
 import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,6 +79,15 @@ class FaultRule:
         fires = position % self.every == 0 if self.every is not None else rng.random() < self.fraction
         self.fired += fires
         return fires
+
+
+@dataclass(frozen=True)
+class Stall:
+    """One ``stall`` fault, timed by the proxy: ``client_left`` is how long after the request arrived the
+    client hung up, or None when it was still connected when the stall ended (or the proxy stopped)."""
+
+    target: str
+    client_left: float | None
 
 
 def request_kind(method: str, target: str) -> RequestKind:
@@ -137,6 +149,15 @@ def _read_head(stream: BinaryIO) -> _Head | None:
     return _Head(first.decode("latin-1").rstrip("\r\n"), headers)
 
 
+def _hung_up(client: socket.socket) -> bool:
+    """Whether a readable client socket was closed (end of file or reset) rather than sent more (which
+    a stalled request has no use for: it is read and dropped)."""
+    try:
+        return client.recv(65536) == b""
+    except OSError:
+        return True
+
+
 def _read_chunked(stream: BinaryIO) -> bytes:
     """Read a chunked body and return it de-chunked (trailers are dropped)."""
     body = bytearray()
@@ -180,9 +201,11 @@ class FaultProxy:
         self.injected: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
         self.log: list[tuple[str, str, str | None]] = []  # (method, target, fault or None)
+        self.stalls: list[Stall] = []  # each finished ``stall`` fault, in the order they ended
         self._rules = list(rules)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
+        self._stall_ended = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler, proxy=self)
         # A short poll interval makes stop() return in ~50 ms instead of the default 0.5 s.
@@ -224,6 +247,15 @@ class FaultProxy:
             self.injected.clear()
             self.requests.clear()
             self.log.clear()
+            self.stalls.clear()
+
+    def finished_stalls(self, count: int, timeout: float = 30.0) -> list[Stall]:
+        """The first ``count`` stalls, once that many have ended (the handler notices a hang-up within
+        a poll of 50 ms); AssertionError if they have not within ``timeout`` seconds."""
+        with self._stall_ended:
+            ended = self._stall_ended.wait_for(lambda: len(self.stalls) >= count, timeout)
+            assert ended, f"expected {count} stall(s) to end within {timeout} s, found {len(self.stalls)}"
+            return self.stalls[:count]
 
     @property
     def total_injected(self) -> int:
@@ -248,6 +280,19 @@ class FaultProxy:
     def wait(self, seconds: float) -> None:
         """Sleep, but wake up at once when the proxy stops."""
         self._stopping.wait(seconds)
+
+    def stall(self, client: socket.socket, target: str, arrival: float) -> None:
+        """Answer nothing for ``stall_seconds``, or until the client hangs up or the proxy stops, and
+        record which came first."""
+        deadline = arrival + self.stall_seconds
+        left: float | None = None
+        while left is None and not self._stopping.is_set() and time.monotonic() < deadline:
+            readable, _, _ = select.select([client], [], [], 0.05)
+            if readable and _hung_up(client):
+                left = time.monotonic() - arrival
+        with self._stall_ended:
+            self.stalls.append(Stall(target, left))
+            self._stall_ended.notify_all()
 
 
 class _Server(socketserver.ThreadingTCPServer):
@@ -275,6 +320,7 @@ class _Handler(socketserver.BaseRequestHandler):
             head = _read_head(reader)
             if head is None:
                 return
+            arrival = time.monotonic()
             method, target = head.first_line.split(" ")[:2]
             fault = proxy.choose_fault(method, target)
             if fault == "reset":
@@ -287,7 +333,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 return
             if fault == "stall":
                 proxy.count(fault)
-                proxy.wait(proxy.stall_seconds)
+                proxy.stall(client, target, arrival)
                 return
             body = self._read_request_body(client, reader, head)
             self._forward(client, head, body, fault)
