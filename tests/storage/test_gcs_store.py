@@ -43,7 +43,8 @@ def gcs_store(gcs_bucket: GcsBucket) -> GcsStore:
 
 @pytest.fixture
 def gcs_proxy(gcs_bucket: GcsBucket) -> Iterator[FaultProxy]:
-    with FaultProxy((gcs_bucket.server.host, gcs_bucket.server.port), stall_seconds=10.0) as proxy:  # the proxy ends a stall when the client hangs up
+    # Stalls outlast the 0.5 s client timeout 20 times; one ends early when the client hangs up.
+    with FaultProxy((gcs_bucket.server.host, gcs_bucket.server.port), stall_seconds=10.0) as proxy:
         yield proxy
 
 
