@@ -14,6 +14,8 @@ from stream_plugin.cache.prefetch import Prefetcher
 from stream_plugin.errors import ConfigError
 from stream_plugin.storage import RemoteNotFoundError
 
+HOLD = 30.0  # bounds a wait that only a broken prefetcher would reach; the tests never wait for it
+
 
 def _setup(make_dataset, local: Path, store_factory, *store_args, shards: int = 6):
     dataset = make_dataset(shards=shards, shard_bytes=500)
@@ -58,19 +60,27 @@ def test_single_thread_downloads_shards_in_the_order_they_are_needed(
     assert list(store.downloads) == [f"shard.{i:05d}.mds" for i in (4, 1, 5, 0, 2, 3)]
 
 
-def test_downloads_overlap_with_each_other_and_with_iteration(make_dataset, local: Path, slow_store) -> None:
-    delay = 0.2
-    dataset, store, cache = _setup(make_dataset, local, slow_store, delay, shards=8)
-    started = time.monotonic()
-    with Prefetcher.for_cache(
-        cache, dataset.entries, np.arange(8), predownload=8, max_threads=4
-    ) as prefetcher:
-        for position in range(8):
+def test_downloads_overlap_with_each_other_and_with_iteration() -> None:
+    # Shard 0 is ready at once; the downloads of shards 1.. each hold until the test's training step
+    # releases them. Four in flight at once, while the step runs, is only reachable if the downloads
+    # overlap with each other and with iteration: one at a time, or before wait(0) returns, never gets
+    # there (the semaphore times out).
+    started = threading.Semaphore(0)
+    release = threading.Event()
+
+    def prepare(shard: int) -> Path:
+        if shard:
+            started.release()
+            assert release.wait(HOLD), f"shard {shard}'s download was never released"
+        return Path(".")
+
+    with Prefetcher(prepare, 8, np.arange(8), predownload=8, max_threads=4) as prefetcher:
+        prefetcher.wait(0)
+        # The training step of sample 0: shards 1 to 4 download meanwhile (shard 0's thread took 4).
+        assert all(started.acquire(timeout=HOLD) for _ in range(4)), "fewer than 4 downloads at once"
+        release.set()
+        for position in range(1, 8):
             prefetcher.wait(position)
-            time.sleep(delay / 4)  # the training step
-    elapsed = time.monotonic() - started
-    serial = 8 * delay + 8 * delay / 4
-    assert elapsed < 0.6 * serial, f"took {elapsed:.2f}s, serial would take {serial:.2f}s"
 
 
 def test_background_error_is_raised_by_wait_of_the_sample_that_needs_it(
@@ -86,15 +96,32 @@ def test_background_error_is_raised_by_wait_of_the_sample_that_needs_it(
         prefetcher.wait(3)
 
 
-def test_close_returns_promptly_and_cancels_pending_downloads(make_dataset, local: Path, slow_store) -> None:
-    dataset, store, cache = _setup(make_dataset, local, slow_store, 0.5)
-    prefetcher = Prefetcher.for_cache(cache, dataset.entries, np.arange(6), predownload=6, max_threads=1)
+def test_close_returns_promptly_and_cancels_pending_downloads() -> None:
+    # One thread; shard 1's download holds until the test releases it, after close.
+    started: list[int] = []
+    finished: list[int] = []
+    in_flight = threading.Event()
+    release = threading.Event()
+
+    def prepare(shard: int) -> Path:
+        started.append(shard)
+        if shard:
+            in_flight.set()
+            release.wait(HOLD)
+        finished.append(shard)
+        return Path(".")
+
+    prefetcher = Prefetcher(prepare, 6, np.arange(6), predownload=6, max_threads=1)
     prefetcher.wait(0)
-    started = time.monotonic()
+    assert in_flight.wait(HOLD)
     prefetcher.close()
-    assert time.monotonic() - started < 0.2
-    time.sleep(0.6)  # the download in flight at close finishes; nothing after it starts
-    assert len(store.downloads) <= 2
+    assert finished == [0], "close waited for the download in flight"
+    release.set()
+    for thread in threading.enumerate():  # the pool's thread ends once the held download finishes
+        if thread.name.startswith("stream_plugin-prefetch"):
+            thread.join(HOLD)
+            assert not thread.is_alive()
+    assert started == [0, 1], "a download queued before close started after it"
     with pytest.raises(ConfigError, match="closed"):
         prefetcher.wait(1)
 
