@@ -339,6 +339,17 @@ class ShardWriter:
         self._samples.append(data)
         self._shard_size += size
 
+    def encode_sample(self, sample: Mapping[str, Any]) -> bytes:
+        """One sample as this format stores it (MosaicML's public method); it is not written."""
+        return self._encode(sample)
+
+    def flush_shard(self) -> None:
+        """Close the current shard now, so that the next sample starts a new one (MosaicML's public
+        method). A shard that holds no sample is not written (MosaicML writes an empty one)."""
+        self._raise_if_failed()
+        if self._samples:
+            self._flush_shard()
+
     def _flush_shard(self) -> None:
         samples, self._samples = self._samples, []
         self._progress.advance(len(samples), nbytes=self._shard_size)
