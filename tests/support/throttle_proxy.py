@@ -10,19 +10,23 @@ path, so each node reads the same dataset through its own remote URL (``server.r
 * ``rate_limit`` (requests/s) covers everything the server answers, all groups together (but the file
   kinds in ``unlimited``): a token bucket of ``burst`` requests refilled at that rate. A request that
   finds no token is answered 429 Too Many Requests, without ``Retry-After`` (after the latency, like any
-  answer), and its connection is closed.
+  answer), and its connection is closed. The bucket reads ``clock`` (``time.monotonic``); a test may
+  pass one that ticks a fixed step per request (``ticks``), so which requests pass does not depend on
+  how fast the machine sends them.
 
 It counts per group: GETs answered with data (``gets``), 429 answers (``throttled``), body bytes sent
-(``bytes``), by kind of file (``shard`` for ``shard.*`` files, ``index`` for ``index.json``, ``other``).
+(``bytes``), by kind of file (``shard`` for ``shard.*`` files, ``index`` for ``index.json``, ``other``),
+and chunks that queued behind another answer's on the group's line (``queued_chunks``).
 Connections are HTTP/1.1 keep-alive, as the http store's urllib3 pool expects.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -63,6 +67,12 @@ def file_kind(path: str) -> str:
     return "index" if name == "index.json" else "other"
 
 
+def ticks(step: float) -> Callable[[], float]:
+    """A clock for the rate limit that moves ``step`` seconds each time it is read (once a request)."""
+    counter = itertools.count()
+    return lambda: step * next(counter)
+
+
 class _Pacer:
     """One group's bandwidth: each chunk reserves the next free slot of the line and finishes in it."""
 
@@ -70,27 +80,33 @@ class _Pacer:
         self._bandwidth = bandwidth
         self._lock = threading.Lock()
         self._free_at = 0.0
+        self.queued_chunks = 0  # chunks whose slot began after another answer's (more than half a slot)
 
     def finish_time(self, size: int) -> float:
         """The monotonic time by which a chunk of ``size`` bytes, queued now, has gone out."""
         with self._lock:
-            start = max(time.monotonic(), self._free_at)
-            self._free_at = start + size / self._bandwidth
+            now = time.monotonic()
+            duration = size / self._bandwidth
+            # An answer's own next chunk is asked for once its last has gone out: it finds the line
+            # free (to the sleep's precision); only another answer's chunk makes it queue.
+            if self._free_at - now > duration / 2:
+                self.queued_chunks += 1
+            self._free_at = max(now, self._free_at) + duration
             return self._free_at
 
 
 class _RateLimit:
     """A token bucket over every request: ``burst`` tokens, refilled at ``rate`` per second."""
 
-    def __init__(self, rate: float, burst: float) -> None:
-        self._rate, self._burst = rate, burst
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float]) -> None:
+        self._rate, self._burst, self._clock = rate, burst, clock
         self._tokens = burst
-        self._stamp = time.monotonic()
+        self._stamp = clock()
         self._lock = threading.Lock()
 
     def admit(self) -> bool:
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
             self._stamp = now
             if self._tokens >= 1.0:
@@ -100,9 +116,12 @@ class _RateLimit:
 
 
 class ThrottleServer:
-    """Serves ``root`` under ``/<group>/`` with the limits of ``throttle``; a context manager."""
+    """Serves ``root`` under ``/<group>/`` with the limits of ``throttle``; a context manager.
+    ``clock`` is the rate limit's (see ``ticks``)."""
 
-    def __init__(self, root: Path, throttle: Throttle = Throttle()) -> None:
+    def __init__(
+        self, root: Path, throttle: Throttle = Throttle(), clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.root = root.resolve()
         self.throttle = throttle
         self.gets: Counter[tuple[str, str]] = Counter()  # (group, kind) -> GETs answered with data
@@ -111,7 +130,8 @@ class ThrottleServer:
         self.log: list[tuple[float, str, str, str, int]] = []  # (arrival, group, method, path, status)
         self._lock = threading.Lock()
         self._pacers: dict[str, _Pacer] = {}
-        self._rate = None if throttle.rate_limit is None else _RateLimit(throttle.rate_limit, throttle.burst)
+        rate_limit, burst = throttle.rate_limit, throttle.burst
+        self._rate = None if rate_limit is None else _RateLimit(rate_limit, burst, clock)
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler, owner=self)
         self._thread = threading.Thread(
@@ -156,6 +176,11 @@ class ThrottleServer:
         """``gets``, ``throttled`` or ``bytes`` of ``group`` for files of ``kind``."""
         with self._lock:
             return int(getattr(self, counter)[group, kind])
+
+    def queued_chunks(self, group: str) -> int:
+        """Chunks of ``group``'s answers that waited for the line behind another answer's chunk."""
+        pacer = self.pacer(group)
+        return 0 if pacer is None else pacer.queued_chunks
 
     # --- used by the handler --------------------------------------------------------------------
 
