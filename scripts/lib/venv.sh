@@ -33,7 +33,7 @@ _ensure_venv() {
 }
 
 # The main environment has every extra the tests need (Composer's aside).
-MAIN_EXTRAS=formats,lightning,gcs,azure,fsspec,spark,hf,text,dev
+MAIN_EXTRAS=formats,lightning,gcs,azure,fsspec,spark,hf,hf-train,text,dev
 
 ensure_main_venv() {
     _ensure_venv .venv "the main environment (torch 2.13.0 CPU, Lightning 2.6)" "" \
