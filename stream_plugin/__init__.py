@@ -21,6 +21,7 @@ from stream_plugin.errors import (
     EncodingError,
     FormatError,
     IndexFormatError,
+    LayoutError,
     MissingDependencyError,
     MissingIndexError,
     RemoteChangedError,
@@ -35,7 +36,9 @@ from stream_plugin.errors import (
 from stream_plugin.format.encodings import register_encoding
 from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
+from stream_plugin.order.data_parallel import DataParallelLayout
 from stream_plugin.reading.cursor import IterationPlan
+from stream_plugin.reading.data_parallel import mesh_coordinates
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.state import ResumeState, resume_state_at
 from stream_plugin.reading.stream import Stream
@@ -72,6 +75,7 @@ __all__ = [
     "CSVWriter",
     "ConfigError",
     "ConfigTypeError",
+    "DataParallelLayout",
     "EmptyStreamError",
     "JSONWriter",
     "LocalDataset",
@@ -88,12 +92,14 @@ __all__ = [
     "ResumeState",
     "resume_state_at",
     "detect_world",
+    "mesh_coordinates",
     "merge_index",
     "streams_registry",
     "register_encoding",
     "EncodingError",
     "FormatError",
     "IndexFormatError",
+    "LayoutError",
     "MissingDependencyError",
     "MissingIndexError",
     "RemoteChangedError",

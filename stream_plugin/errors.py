@@ -88,6 +88,11 @@ class StateError(StreamPluginError, ValueError):
     """A resume state does not match the dataset, settings or position it is loaded into."""
 
 
+class LayoutError(ConfigError):
+    """Ranks that must read the same batches (tensor, context or pipeline parallel replicas) read different
+    ones, or data-parallel ranks read the same ones: the first-batch check (``check_layout``) found it."""
+
+
 def _expectation(minimum: int | None, maximum: int | None, allow_none: bool) -> str:
     if minimum == 1 and maximum is None and allow_none:
         return "a positive int or None"

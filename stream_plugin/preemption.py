@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from stream_plugin.collectives import distributed, max_over_ranks
 from stream_plugin.errors import ConfigError, check_int
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def agree_on_signal(received: int, device: torch.device | str | None = None) -> 
     initialised process group it returns ``received``. ``device`` holds the one-element tensor; by default
     the current CUDA device under NCCL, else the CPU.
     """
-    return _max_over_ranks([received], device)[0]
+    return max_over_ranks([received], device)[0]
 
 
 class AgreementSchedule:
@@ -176,7 +177,7 @@ class AgreementSchedule:
         """``agree_on_signal`` that also plans the next step to agree at; collective, call when ``due``."""
         now = time.monotonic()
         elapsed_us = 0 if self._next_step is None else int((now - self._last_time) * 1e6)
-        signum, slowest_us = _max_over_ranks([received, elapsed_us], device)
+        signum, slowest_us = max_over_ranks([received, elapsed_us], device)
         steps = step - self._last_step
         if self._next_step is None or slowest_us <= 0 or steps <= 0:
             self._next_step = step + 1
@@ -185,27 +186,6 @@ class AgreementSchedule:
             self._next_step = step + max(1, int(self.check_interval_s / per_step_s))
         self._last_step, self._last_time = step, now
         return signum
-
-
-def _distributed() -> bool:
-    """Whether this process is one of several ranks of an initialised default process group."""
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
-def _max_over_ranks(values: list[int], device: torch.device | str | None) -> list[int]:
-    if not _distributed():
-        return values
-    import torch
-    import torch.distributed as dist
-
-    if device is None:
-        nccl = dist.get_backend() == "nccl"
-        device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
-    tensor = torch.tensor(values, dtype=torch.int64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return [int(value) for value in tensor.tolist()]
 
 
 class Preempted(SystemExit):
@@ -284,7 +264,7 @@ class PreemptionStop:
     ) -> int:
         """The signal any rank received (0: none), at a step boundary; collective on the steps the
         schedule picks, so every rank calls it at every step, with the same ``step`` and ``epoch_end``."""
-        if not _distributed():
+        if not distributed():
             return self.flag.received
         if epoch_end:
             return agree_on_signal(self.flag.received, device)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_plugin.errors import ConfigError
+from stream_plugin.order.data_parallel import DataParallelLayout
 
 
 def _check_count(name: str, value: object, minimum: int, fix: str) -> int:
@@ -28,7 +29,9 @@ class Topology:
     ``num_nodes`` hosts with ``ranks_per_node`` processes each; every rank runs ``workers_per_rank``
     DataLoader workers (``0`` means the main process reads, which behaves like one worker).
     ``replication`` consecutive ranks form a group that receives identical data (tensor or sequence
-    parallelism). ``rank`` is the global rank, ``worker`` the DataLoader worker id within that rank.
+    parallelism). ``data_parallel``, when given, says instead which coordinate every rank reads (a
+    DeviceMesh's data-parallel dims, wherever the replicas sit); ``replication`` is then its
+    ``replication``. ``rank`` is the global rank, ``worker`` the DataLoader worker id within that rank.
     """
 
     num_nodes: int = 1
@@ -37,6 +40,7 @@ class Topology:
     replication: int = 1
     rank: int = 0
     worker: int = 0
+    data_parallel: DataParallelLayout | None = None
 
     def __post_init__(self) -> None:
         checks = {
@@ -50,6 +54,8 @@ class Topology:
         for name, (minimum, fix) in checks.items():
             # Store plain ints (numpy ints accepted) so the value hashes and prints cleanly.
             object.__setattr__(self, name, _check_count(name, getattr(self, name), minimum, fix))
+        if self.data_parallel is not None and 0 <= self.rank < self.world_size:
+            self._adopt_layout(self.data_parallel)
         if self.world_size % self.replication:
             raise ConfigError(
                 f"replication: expected a divisor of world_size={self.world_size}, found {self.replication}; "
@@ -65,6 +71,20 @@ class Topology:
                 f"worker: expected 0 <= worker < {self.num_workers} (workers_per_rank={self.workers_per_rank}), "
                 f"found {self.worker}; pass the DataLoader worker id"
             )
+
+    def _adopt_layout(self, layout: DataParallelLayout) -> None:
+        if layout.world_size != self.world_size:
+            raise ConfigError(
+                f"data_parallel: expected a layout of world_size={self.world_size} ranks, found one of "
+                f"{layout.world_size}; build it for this job's ranks"
+            )
+        if self.replication not in (1, layout.replication):
+            raise ConfigError(
+                f"replication: expected {layout.replication} (world_size / data_parallel size) or 1 beside a "
+                f"data-parallel layout, found {self.replication}; leave replication out"
+            )
+        object.__setattr__(self, "replication", layout.replication)
+        layout.coordinate(self.rank)  # this rank's own coordinate must be known
 
     @property
     def world_size(self) -> int:
@@ -94,7 +114,16 @@ class Topology:
     @property
     def data_parallel_rank(self) -> int:
         """Which distinct data stream this rank reads."""
+        if self.data_parallel is not None:
+            return self.data_parallel.coordinate(self.rank)
         return self.rank // self.replication
+
+    @property
+    def layout(self) -> DataParallelLayout:
+        """The coordinate of every rank: the given layout, else ``replication`` consecutive ranks."""
+        if self.data_parallel is not None:
+            return self.data_parallel
+        return DataParallelLayout.consecutive(self.world_size, self.replication)
 
     def with_position(self, rank: int, worker: int = 0) -> Topology:
         """The same layout seen from another (rank, worker); handy for sweeping a whole job."""
@@ -105,4 +134,5 @@ class Topology:
             replication=self.replication,
             rank=rank,
             worker=worker,
+            data_parallel=self.data_parallel,
         )

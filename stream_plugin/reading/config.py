@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from stream_plugin.cache.future import EvictionPolicy, check_eviction
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
+from stream_plugin.order.data_parallel import DataParallelLayout
 from stream_plugin.order.plan import OrderConfig
 from stream_plugin.order.sampling import SAMPLING_METHODS, SamplingMethod
 from stream_plugin.order.shuffle import shuffle_choices
@@ -113,14 +114,9 @@ class DatasetConfig:
         )
 
     def data_parallel_size(self, world_size: int) -> int:
-        """Ranks that read different samples: ``world_size`` over ``replication``, which must divide it."""
-        replication = self.replication or 1
-        if world_size % replication:
-            raise ConfigError(
-                f"replication: expected a divisor of the world size {world_size}, found {replication}; "
-                f"choose one of {[size for size in range(1, world_size + 1) if world_size % size == 0]}"
-            )
-        return world_size // replication
+        """Ranks that read different samples under ``replication`` alone: ``world_size`` over it, which
+        must divide it (a dataset's ``data_parallel`` also knows a mesh's)."""
+        return DataParallelLayout.consecutive(world_size, self.replication or 1).size
 
     @property
     def order_settings(self) -> OrderSettings:

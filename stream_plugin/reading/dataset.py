@@ -23,11 +23,13 @@ from torch.utils.data import IterableDataset
 from stream_plugin.cache import StatsSnapshot, node_stats
 from stream_plugin.errors import ConfigError, ConfigTypeError, StateError
 from stream_plugin.order.batching import BATCHING_METHODS as BATCHING_METHODS  # the choices, for callers
+from stream_plugin.order.data_parallel import DataParallelLayout
 from stream_plugin.order.sampling import SAMPLING_METHODS as SAMPLING_METHODS
 from stream_plugin.order.shuffle import shuffle_choices
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.config import DEFAULTS, DatasetConfig
 from stream_plugin.reading.cursor import EpochCursor, Handoff, IterationPlan
+from stream_plugin.reading.data_parallel import resolve_data_parallel
 from stream_plugin.reading.dataset_compat import MosaicNames, check_batch_size_in_workers
 from stream_plugin.reading.dataset_plan import DatasetPlan, SampleTable, StreamSamples, plan_dataset
 from stream_plugin.reading.epochs import check_canonical_nodes
@@ -90,6 +92,14 @@ class StreamingDataset(MosaicNames, IterableDataset):
     when the dataset is pickled to DataLoader workers), and its ``local_rank`` must be
     ``rank % local_world_size``: ranks fill nodes in order.
 
+    Three say which ranks read different samples when not every rank does (tensor, context or pipeline
+    parallelism; ``docs/parallelism.md``): ``data_parallel_mesh``, a DeviceMesh of the data-parallel
+    dims (``mesh["dp"]``; the other dims replicate, wherever they sit), or ``data_parallel_rank`` and
+    ``data_parallel_size`` for process groups without a mesh. Every rank with one coordinate gets the
+    same batches, and the global batches are those of a plain data-parallel run of that size; a resume
+    state moves between layouts. ``replication`` (MosaicML's: consecutive ranks) must agree with them
+    when also given. The layout is ``data_parallel`` (a ``DataParallelLayout``).
+
     Another is ``storage_options``, for the single-stream form (``remote=``): options of the remote's
     store (an endpoint, credentials); with ``streams=``, give each ``Stream`` its own.
 
@@ -136,6 +146,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
         stream_config: dict[str, Any] | None = None,
         world: World | None = None,
         transform: Callable[[Any], Any] | None = None,
+        data_parallel_mesh: Any = None,
+        data_parallel_rank: int | None = None,
+        data_parallel_size: int | None = None,
     ) -> None:
         given = dict(locals())  # the arguments by name, read before any other local exists
         super().__init__()
@@ -156,6 +169,14 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self._loader_bound = False
         self._warned_batch_size = False  # the "assuming 1" warning, once per dataset
         self.world: World = detect_world() if world is None else _checked_world(world)
+        # Which ranks read different samples (a mesh, Megatron-style ints or replication): one value.
+        self.data_parallel: DataParallelLayout = resolve_data_parallel(
+            self.world,
+            replication=replication,
+            mesh=data_parallel_mesh,
+            rank=data_parallel_rank,
+            size=data_parallel_size,
+        )
         # The dataset's shape, and this process's shard readers (each process opens its own).
         self._plan, self._shards = plan_dataset(
             self.streams,
@@ -241,7 +262,13 @@ class StreamingDataset(MosaicNames, IterableDataset):
 
     @property
     def data_parallel_size(self) -> int:
-        return self._config.data_parallel_size(self.world.world_size)
+        """Ranks that read different samples (coordinates of ``data_parallel``)."""
+        return self.data_parallel.size
+
+    @property
+    def data_parallel_rank(self) -> int:
+        """The data-parallel coordinate this rank reads."""
+        return self.data_parallel.coordinate(self.world.rank)
 
     @property
     def global_batch_size(self) -> int:
@@ -278,9 +305,10 @@ class StreamingDataset(MosaicNames, IterableDataset):
             planner=self._plan.planner,
             device_batch_size=self._device_batch_size(),
             data_parallel_size=self.data_parallel_size,
-            data_parallel_rank=self.world.rank // self.replication,
+            data_parallel_rank=self.data_parallel_rank,
             drop_last=self.drop_last,
             batching_method=self.batching_method,
+            first_replica=self.data_parallel.replica_index(self.world.rank) in (0, None),
         )
 
     # ------------------------------------------------------------------ statistics
@@ -452,9 +480,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
             num_nodes=self.world.num_nodes,
             ranks_per_node=self.world.local_world_size,
             workers_per_rank=num_workers,
-            replication=self.replication,
             rank=self.world.rank,
             worker=worker_id,
+            data_parallel=self.data_parallel,
         )
 
     def __iter__(self) -> Iterator[Any]:

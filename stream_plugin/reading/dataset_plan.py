@@ -78,7 +78,6 @@ def plan_dataset(
     that opened the streams)."""
     weights = [stream.weight for stream in streams]
     validate_weights(weights, epoch_size=config.epoch_size)
-    config.data_parallel_size(world.world_size)  # a replication that divides the world
     stores, opened = open_streams(streams, downloads, cache_limit=config.cache_limit, eviction=config.eviction)
     refuse_unsafe_columns(opened.representatives, allow_unsafe_types=config.allow_unsafe_types)
     check_readers_fit(opened, config.cache_limit, world, num_workers=0)

@@ -7,16 +7,18 @@ exact position of training. The state is the dataset's resume state: a flat dict
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch.utils.data import DataLoader, default_collate
 
+from stream_plugin.collectives import distributed
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.cursor import IterationPlan, persistent_worker_plan
 from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.reading.heap import settle_heap
+from stream_plugin.reading.layout_check import batch_digest, check_layout
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.torch_internals import make_iterator, stop_workers
 from stream_plugin.reading.transport import PackedCollate
@@ -73,10 +75,24 @@ class StreamingDataLoader(DataLoader):
     this project checked, one that hands batches over faster through torch's private internals.
     ``torch_iterator=True`` (or the environment variable ``STREAM_PLUGIN_TORCH_ITERATOR=1``) keeps
     torch's own iterator instead, as does any other torch (logged once).
+
+    ``check_layout``: at the first batch, the ranks of a ``torch.distributed`` job compare a digest of
+    their first batch's sample ids in one collective (``reading.layout_check``), so a wrong layout fails
+    at once rather than after hours of training on mismatched batches. ``True`` checks against the
+    dataset's own layout (settings that differ between replicas); a sequence gives the data-parallel
+    coordinate of every global rank as the training framework sees it (``mesh_coordinates(mesh["dp"])``),
+    which also catches a wrong ``replication``. Every rank must then iterate the loader: the Lightning and
+    Composer integrations turn it on for their loaders.
     """
 
     def __init__(
-        self, dataset: Any, batch_size: int | None = 1, *, torch_iterator: bool = False, **kwargs: Any
+        self,
+        dataset: Any,
+        batch_size: int | None = 1,
+        *,
+        torch_iterator: bool = False,
+        check_layout: bool | Sequence[int] = False,
+        **kwargs: Any,
     ) -> None:
         if isinstance(dataset, StreamingDataset):
             if kwargs.get("num_workers") and batch_size is None and dataset.batch_size is None:
@@ -90,6 +106,8 @@ class StreamingDataLoader(DataLoader):
             kwargs["collate_fn"] = collate_zero_copy
         super().__init__(dataset, batch_size=batch_size, **kwargs)
         self.torch_iterator = torch_iterator  # an attribute: Lightning re-creates loaders from them
+        self.check_layout = check_layout
+        self._layout_checked = False
         if not isinstance(self.collate_fn, PackedCollate):  # Lightning re-creates loaders from attributes
             self.collate_fn = PackedCollate(self.collate_fn)
         if isinstance(dataset, StreamingDataset):
@@ -158,6 +176,8 @@ class StreamingDataLoader(DataLoader):
         self._batches_yielded = 0
         if current.batches == 0:  # resumed at the very end of an epoch: this pass only closes it
             dataset.finish_pass(plan)
+        if current.batches and self.check_layout is not False and not self._layout_checked:
+            self._check_layout(dataset, current)
         with dataset.handing_over(plan, replay=replay):
             batches = self._pass_iterator()  # starts the workers, or this process's reader
         for batch in batches:
@@ -168,6 +188,16 @@ class StreamingDataLoader(DataLoader):
                 dataset.finish_pass(plan)
             yield batch
         self._pass = None
+
+    def _check_layout(self, dataset: StreamingDataset, current: LoaderPass) -> None:
+        """The first-batch check (``layout_check``), once per loader, where several ranks run."""
+        self._layout_checked = True
+        if not distributed() or dataset.world.world_size == 1:
+            return
+        topology = replace(dataset.topology(), workers_per_rank=0, worker=0)  # the rank's batches, in order
+        digest = batch_digest(dataset.sample_id_pieces(current.plan, topology), current.device_batch_size)
+        expected = None if self.check_layout is True else list(self.check_layout)  # type: ignore[arg-type]
+        check_layout(digest, dataset.data_parallel, dataset.world.rank, expected)
 
     @property
     def position(self) -> LoaderPosition | None:
@@ -189,17 +219,21 @@ class StreamingDataLoader(DataLoader):
         )
 
     def real_samples(self, batch_idx: int) -> int:
-        """How many leading samples of batch ``batch_idx`` (counted from 0 in the current pass) are not
-        rank-balance repeats: the batch size, except in a rank's short last batch of an epoch.
+        """How many leading samples of batch ``batch_idx`` (counted from 0 in the current pass) to count:
+        those that are not rank-balance repeats (the batch size, except in a rank's short last batch of
+        an epoch), and 0 on a replica other than the first of its set (ranks that share a data-parallel
+        coordinate, as tensor parallel ranks do, read the same batch; it is counted on one of them).
 
         For exact evaluation on several ranks, update metrics with the first ``real_samples(batch_idx)``
-        samples of each batch: ``metric.update(preds[:n], target[:n])``.
+        samples of each batch: ``metric.update(preds[:n], target[:n])``; a metric synced over the world
+        then counts every sample once.
         """
         return self._batch_counts(batch_idx)[1]
 
     def repeats_in(self, batch_idx: int) -> int:
-        """How many trailing samples of batch ``batch_idx`` of the current pass repeat an earlier one so
-        that every rank yields the same number of batches (0 but in a rank's short last batch)."""
+        """How many trailing samples of batch ``batch_idx`` of the current pass not to count: those that
+        repeat an earlier one so that every rank yields the same number of batches (0 but in a rank's
+        short last batch), and the whole batch on a replica other than the first of its set."""
         size, real = self._batch_counts(batch_idx)
         return size - real
 

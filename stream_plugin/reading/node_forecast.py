@@ -112,12 +112,13 @@ class NodeForecaster:
         """The node's reads of ``plan``'s pass and of the ``epochs_ahead`` epochs after it, as a
         ``NodeFuture``, with this reader's clock; None where the node's band of columns is not one
         rank's share (ranks replicated across nodes, or ``device_per_stream`` batching)."""
-        ranks_per_node = topology.ranks_per_node
-        if ranks_per_node % topology.replication or batching_method == "device_per_stream":
+        band = topology.layout.node_band(topology.node, topology.ranks_per_node)
+        if band is None or batching_method == "device_per_stream":
             return None
-        ranks = ranks_per_node // topology.replication
+        first, ranks = band  # the node reads data-parallel coordinates first .. first + ranks - 1
+        bands = topology.data_parallel_size // ranks
         width = ranks * device_batch_size
-        if width * topology.num_nodes != global_batch_size or plan.epoch_batch_size % topology.num_nodes:
+        if width * bands != global_batch_size or plan.epoch_batch_size % bands:
             return None
         clock = NodeClock(
             start_row=plan.start // plan.epoch_batch_size,
@@ -125,9 +126,10 @@ class NodeForecaster:
             num_workers=topology.num_workers,
             device_batch_size=device_batch_size,
             ranks=ranks,
-            slot=topology.local_rank // topology.replication,
+            slot=topology.data_parallel_rank - first,
         )
-        node = Topology(num_nodes=topology.num_nodes, rank=topology.node)  # one rank per node: its band
+        # The node's band of columns, planned as the one rank of ``bands`` that reads it.
+        node = Topology(num_nodes=bands, rank=first // ranks)
         passes = [(plan.epoch, plan.start, plan.epoch_batch_size)]
         passes += [(plan.epoch + ahead, 0, global_batch_size) for ahead in range(1, epochs_ahead + 1)]
         try:

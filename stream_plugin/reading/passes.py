@@ -33,13 +33,16 @@ class LoaderPass:
     samples_in_epoch: int  # the epoch's samples over all ranks: the largest position a state can hold
     last_batch_size: int  # this rank's last batch of the pass when it is a short one, else 0
     last_batch_real: int  # its samples before the rank-balance repeats
+    first_replica: bool = True  # this rank counts its samples (the others of its replica set count none)
 
     def sample_in_epoch(self, batches: int) -> int:
         """Global samples of the epoch received once every rank has had ``batches`` batches of this pass."""
         return min(self.plan.start + batches * self.global_batch_size, self.samples_in_epoch)
 
     def batch_counts(self, batch_idx: int) -> tuple[int, int]:
-        """``(size, samples before rank-balance repeats)`` of batch ``batch_idx`` of this pass."""
+        """``(size, samples to count)`` of batch ``batch_idx`` of this pass: the samples before the
+        rank-balance repeats, and none on a replica other than the first of its set (tensor or context
+        parallel ranks read the same batch; counted once, it is counted once over the world)."""
         check_int(
             "batch_idx",
             batch_idx,
@@ -48,8 +51,10 @@ class LoaderPass:
             fix=f"pass the index of the batch within the current pass of {self.batches} batches",
         )
         if self.last_batch_size and batch_idx == self.batches - 1:
-            return self.last_batch_size, self.last_batch_real
-        return self.device_batch_size, self.device_batch_size
+            size, real = self.last_batch_size, self.last_batch_real
+        else:
+            size, real = self.device_batch_size, self.device_batch_size
+        return size, real if self.first_replica else 0
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class PassCounter:
     data_parallel_rank: int  # this rank's place among them
     drop_last: bool
     batching_method: str
+    first_replica: bool = True  # the first rank of its replica set (``LoaderPass.first_replica``)
 
     @property
     def global_batch_size(self) -> int:
@@ -98,6 +104,7 @@ class PassCounter:
             samples_in_epoch=samples,
             last_batch_size=size,
             last_batch_real=real,
+            first_replica=self.first_replica,
         )
 
     def remaining_counts(self, plan: IterationPlan, samples: int) -> tuple[int, int]:
