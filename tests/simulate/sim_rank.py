@@ -9,8 +9,10 @@ gloo barrier (the batch is then on every rank: the step starts), and compute for
 (a sleep). Times are ``time.monotonic()`` seconds from this rank's zero: the moment, right after a
 barrier of all ranks, just before the loader's first iterator is created (the workers start then).
 
-Prints one JSON object: ``got`` (when ``next`` handed over each step's batch), ``start`` / ``end`` (each
-step's start and end), ``epoch_steps`` (steps of each epoch), ``batches`` (the sample ids of every batch).
+Prints one JSON object: ``zero`` (this rank's zero, in ``time.monotonic()`` seconds: the clock every
+process of the machine shares, so a server's timestamps can be set against it), ``got`` (when ``next``
+handed over each step's batch), ``start`` / ``end`` (each step's start and end), ``epoch_steps`` (steps
+of each epoch), ``batches`` (the sample ids of every batch).
 A step's wait for data is ``got`` less the previous step's ``end`` (0 for the first): the time blocked in
 ``next``, plus, at an epoch's first step, ending the previous pass and starting this one.
 """
@@ -77,9 +79,8 @@ def main() -> None:
             batches.append(batch["id"].tolist())
             steps += 1
         epoch_steps.append(steps)
-    print(
-        json.dumps({"got": got, "start": starts, "end": ends, "epoch_steps": epoch_steps, "batches": batches})
-    )
+    times = {"zero": zero, "got": got, "start": starts, "end": ends}
+    print(json.dumps({**times, "epoch_steps": epoch_steps, "batches": batches}))
     dist.destroy_process_group()
 
 

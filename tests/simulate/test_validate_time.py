@@ -1,34 +1,46 @@
-"""The simulator's timing against real runs: epoch time, stalled steps and time to the first batch.
+"""The simulator's timing against real runs: epoch time, time to the first batch, and which steps stall.
 
 Each real run is 1 node x 2 ranks x 1 DataLoader worker (a device batch of 4, one epoch, no shuffle),
 reading through a loopback server with a set bandwidth, latency and request-rate limit
 (``support.throttle_proxy``); its training step sleeps 0.5 s, and the ranks meet at a barrier every step
 as data parallelism makes them (``sim_rank.py``). Times count from the moment the loader's first
-iterator is created. A step stalls when it waits for its batch longer than the simulation's
-``stall_tolerance`` (1% of a step: 5 ms). Each figure must be within 20% of ``simulate``'s prediction
-for the same dataset (its index), settings and hardware.
+iterator is created.
 
-The settings keep the times those of the store and the step, not of this machine's CPUs (0.1 to 0.25 s
-of the first batch go to starting the worker on a loaded 2-core machine, which the simulation does not
-model: each first batch is over 1.5 s): shards of 256 KB or more, 160 KB/s to 6 MB/s, 0.5 s steps.
+The comparison is held to this machine's own costs, measured in the same run, so a loaded machine
+changes both sides alike:
+
+* the step: the simulation is run with the run's mean step cost (from the last rank's batch in hand
+  to the step's end: the barrier and the sleep), not the nominal 0.5 s;
+* the start-up: the time from the first iterator to the first shard request reaching the server (by
+  the monotonic clock every process shares) is taken off the measured times; the simulation does not
+  model the workers' start-up;
+* a stall: a step stalls when it waits more than a tenth of a step. The simulation's own stalls (1% of
+  a step) wait far longer here (600 ms or more), so the coarser line loses none of them, and a loaded
+  machine's hand-over of a ready batch (a few ms, now and then tens) does not count as one.
+
+Then the epoch time and the time to the first batch are each within 20% of ``simulate``'s prediction,
+the same steps stall, each stalled step's wait is within 20% of its prediction (but ``throttled``),
+and the 429 counts agree.
 
 * ``stalls``: 5 shards of 256 KB at 160 KB/s, ``predownload=8`` (two batches): each shard takes longer
   to arrive than its two steps take to train, so every shard's first step waits.
 * ``no-stall``: 2 shards of 768 KB at 6 MB/s behind 1.4 s of latency: only the first batch waits. A
-  device batch of 8 and 1 s steps (6 steps, a 10 ms tolerance): with 0.5 s steps, one hand-over of a
-  ready batch in 12 took 5 ms now and then on this loaded machine, a stall the simulation rightly
-  does not predict.
+  device batch of 8 and 1 s steps (6 steps).
 * ``throttled``: 3 shards of 512 KB at 512 KB/s behind 0.5 s of latency, a request every 2.25 s
   (429 beyond; ``index.json`` not counted), ``predownload=4``, ``download_retry=8``: each shard's
   request comes one step after the one before arrived, before the store admits another; it is answered
-  429 and retried after the store's backoff, which always finds a token.
+  429 and retried after the store's backoff, which always finds a token. Each stalled step waits 600 to
+  650 ms against 743 predicted (the simulation retries after the mean of the backoff), so only which
+  steps stall is compared step by step.
 
-Measured at 18:35-18:40 UTC (load average 5), against predicted: stalls 9.23 s, 5, 1.70 s against 9.03,
-5, 1.62; no-stall 7.66 s, 1, 1.65 s against 7.53, 1, 1.53; throttled 9.04 s, 3, 1.61 s (two 429s) against
-9.00, 3, 1.50 (two). A throttled setting where a worker waits with ``predownload=8`` and 16-sample
-shards (its window then spans one shard) is predicted 9.85 s and 11 429s against 8.3 s and 5 measured:
-the simulation opens the window ``L`` steps past the trainer while the worker waits, so its next
-request goes out beside the one before, and the two back off against each other.
+Measured at 20:55 UTC (idle machine; less the start-up, 80 to 130 ms), against predicted: stalls 9.19 s,
+1.66 s, steps 0, 2, 4, 6, 8 waiting 606 to 638 ms, against 9.13 s, 1.62 s, the same steps at 610 ms;
+no-stall 7.60 s, 1.59 s, step 0 against 7.54 s, 1.53 s, step 0; throttled 8.82 s, 1.52 s, steps 0, 4, 8,
+two 429s against 9.02 s, 1.50 s, the same steps, two. A throttled setting where a worker waits with
+``predownload=8`` and 16-sample shards (its window then spans one shard) is predicted 9.85 s and 11 429s
+against 8.3 s and 5 measured: the simulation opens the window ``L`` steps past the trainer while the
+worker waits, so its next request goes out beside the one before, and the two back off against each
+other.
 """
 
 from __future__ import annotations
@@ -37,15 +49,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from support.sim_runs import Measured, run_real, workload_of, write_dataset
-from support.throttle_proxy import Throttle, ThrottleServer
+from support.throttle_proxy import Throttle, ThrottleServer, file_kind
 
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.simulate import Hardware, Simulation, simulate
 
 RANKS, WORKERS, PAYLOAD = 2, 1, 16000
 TOLERANCE = 0.2
+STALL = 0.1  # a step stalls when it waits more than this fraction of a step, in the run and the simulation
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Setting:
     download_retry: int | None = None
     device_batch: int = 4
     step_time: float = 0.5
+    waits_agree: bool = True  # each stalled step's wait is within 20% of the prediction
 
 
 SETTINGS = {
@@ -71,6 +86,7 @@ SETTINGS = {
         ),
         {"predownload": 4},
         download_retry=8,
+        waits_agree=False,  # 600-630 ms measured at each shard change against 751 predicted: see above
     ),
 }
 
@@ -78,22 +94,32 @@ SETTINGS = {
 @dataclass(frozen=True)
 class Figures:
     epoch_time: float
-    stalled_steps: int
     time_to_first_batch: float
+    stalled: tuple[int, ...]  # the steps that waited longer than a tenth of a step
+    waits: tuple[float, ...]  # those steps' waits
     throttled: int  # requests answered 429
 
     @classmethod
-    def measured(cls, run: Measured, tolerance: float, throttled: int) -> Figures:
+    def measured(cls, run: Measured, start_up: float, threshold: float, throttled: int) -> Figures:
+        """The run's figures less the start-up, which the simulation does not model."""
+        waits = run.wait - np.where(np.arange(len(run.wait)) == 0, start_up, 0.0)
+        stalled = np.flatnonzero(waits > threshold)
         return cls(
-            float(run.epoch_times[0]), run.stalled_steps(tolerance), run.time_to_first_batch, throttled
+            float(run.epoch_times[0]) - start_up,
+            run.time_to_first_batch - start_up,
+            tuple(stalled.tolist()),
+            tuple(waits[stalled].tolist()),
+            throttled,
         )
 
     @classmethod
-    def predicted(cls, simulation: Simulation) -> Figures:
+    def predicted(cls, simulation: Simulation, threshold: float) -> Figures:
+        stalled = np.flatnonzero(simulation.wait > threshold)
         return cls(
             simulation.total_time,
-            simulation.stalled_steps,
             simulation.time_to_first_batch,
+            tuple(stalled.tolist()),
+            tuple(simulation.wait[stalled].tolist()),
             int(simulation.node_throttled.sum()),
         )
 
@@ -102,7 +128,16 @@ def within(measured: float, predicted: float) -> bool:
     return abs(measured - predicted) <= TOLERANCE * predicted
 
 
+def start_up(run: Measured, server: ThrottleServer) -> float:
+    """The machine's start-up cost: from the loader's first iterator to the first shard request reaching
+    the server (workers started, index read), by the clock every process shares."""
+    shard_requests = [arrival for arrival, _, _, path, _ in server.log if file_kind(path) == "shard"]
+    return min(shard_requests) - run.zero
+
+
 def run_setting(setting: Setting, root: Path) -> tuple[Figures, Figures, Measured, Simulation]:
+    """Run the setting for real, then simulate it on this machine's costs as the run measured them: its
+    step (``step_costs``: the barrier and the compute) and its start-up, taken off the measured times."""
     folder = write_dataset(
         root / "data" / "ds", samples=setting.samples, per_shard=setting.per_shard, payload=PAYLOAD
     )
@@ -110,20 +145,6 @@ def run_setting(setting: Setting, root: Path) -> tuple[Figures, Figures, Measure
     if setting.download_retry is not None:
         dataset["download_retry"] = setting.download_retry
     throttle = setting.throttle
-    config = DatasetConfig(batch_size=setting.device_batch, **setting.dataset)
-    workload = workload_of(folder, config)
-    if setting.download_retry is not None:
-        workload = replace(workload, download_retry=setting.download_retry)
-    hardware = Hardware(
-        nodes=1,
-        devices_per_node=RANKS,
-        workers=WORKERS,
-        bandwidth=throttle.bandwidth or 1e12,
-        latency=throttle.latency,
-        rate_limit=throttle.rate_limit,
-        step_time=setting.step_time,
-    )
-    simulation = simulate(workload, hardware)
     with ThrottleServer(root / "data", throttle) as server:
         run = run_real(
             server,
@@ -137,27 +158,50 @@ def run_setting(setting: Setting, root: Path) -> tuple[Figures, Figures, Measure
             dataset=dataset,
         )
         throttled = server.count("throttled", "node0")
-    measured = Figures.measured(run, simulation.stall_tolerance, throttled)
-    return measured, Figures.predicted(simulation), run, simulation
+        started = start_up(run, server)
+    config = DatasetConfig(batch_size=setting.device_batch, **setting.dataset)
+    workload = workload_of(folder, config)
+    if setting.download_retry is not None:
+        workload = replace(workload, download_retry=setting.download_retry)
+    step_cost = float(np.mean(run.step_costs))
+    hardware = Hardware(
+        nodes=1,
+        devices_per_node=RANKS,
+        workers=WORKERS,
+        bandwidth=throttle.bandwidth or 1e12,
+        latency=throttle.latency,
+        rate_limit=throttle.rate_limit,
+        step_time=step_cost,
+    )
+    simulation = simulate(workload, hardware)
+    threshold = STALL * step_cost
+    measured = Figures.measured(run, started, threshold, throttled)
+    return measured, Figures.predicted(simulation, threshold), run, simulation
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
-def test_epoch_time_stalls_and_time_to_first_batch_are_within_20_percent_of_the_simulation(
+def test_epoch_time_first_batch_and_the_steps_that_stall_agree_with_the_simulation(
     name: str, tmp_path: Path
 ) -> None:
-    measured, predicted, run, simulation = run_setting(SETTINGS[name], tmp_path)
+    setting = SETTINGS[name]
+    measured, predicted, run, simulation = run_setting(setting, tmp_path)
     report = (
-        f"{name}: measured {measured}, predicted {predicted}; waits (ms) measured "
-        f"{[round(1000 * wait) for wait in run.wait]}, predicted {[round(1000 * wait) for wait in simulation.wait]}"
+        f"{name}: measured {measured}, predicted {predicted} (step cost {np.mean(run.step_costs):.3f} s); "
+        f"waits (ms) measured {[round(1000 * wait) for wait in run.wait]}, "
+        f"predicted {[round(1000 * wait) for wait in simulation.wait]}"
     )
     print(report)
     assert len(run.wait) == simulation.num_steps, report
+    # A tenth of a step loses none of the simulation's own stalls (1% of a step): they wait far longer.
+    assert len(predicted.stalled) == simulation.stalled_steps, report
+    assert measured.stalled == predicted.stalled, report
     assert within(measured.epoch_time, predicted.epoch_time), report
-    assert within(measured.stalled_steps, predicted.stalled_steps), report
     assert within(measured.time_to_first_batch, predicted.time_to_first_batch), report
+    if setting.waits_agree:
+        assert all(map(within, measured.waits, predicted.waits)), report
     if name == "throttled":
         assert predicted.throttled > 0 and within(measured.throttled, predicted.throttled), report
     if name == "no-stall":
-        assert predicted.stalled_steps == 1, "only the first batch should wait in this setting"
+        assert predicted.stalled == (0,), "only the first batch should wait in this setting"
     if name == "stalls":
-        assert predicted.stalled_steps > 1, "this setting should stall after the first batch"
+        assert len(predicted.stalled) > 1, "this setting should stall after the first batch"

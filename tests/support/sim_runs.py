@@ -46,9 +46,12 @@ def workload_of(folder: Path, config: DatasetConfig) -> Workload:
 
 @dataclass(frozen=True)
 class Measured:
-    """A real run's steps. Seconds from the moment the loader's first iterator was created."""
+    """A real run's steps. Seconds from the moment the loader's first iterator was created (``zero``, on
+    the machine's monotonic clock: the latest rank's)."""
 
+    zero: float
     wait: np.ndarray  # float64 (T,): the longest any rank waited for its batch after its previous step
+    got: np.ndarray  # float64 (T,): when the last rank had its batch in hand
     start: np.ndarray  # float64 (T,): when each step's compute started (after the barrier; latest rank)
     end: np.ndarray  # float64 (T,)
     epoch_steps: tuple[int, ...]
@@ -57,6 +60,12 @@ class Measured:
     @property
     def time_to_first_batch(self) -> float:
         return float(self.start[0])
+
+    @property
+    def step_costs(self) -> np.ndarray:
+        """float64 (T,): each step's time from the last rank's batch in hand to its end (the barrier and
+        the compute): what a step costs on this machine now, beyond any wait for data."""
+        return self.end - self.got
 
     @property
     def epoch_ends(self) -> np.ndarray:
@@ -104,7 +113,9 @@ def run_real(
     got, start, end = (np.array([output[name] for output in outputs]) for name in ("got", "start", "end"))
     previous_end = np.concatenate([np.zeros((len(outputs), 1)), end[:, :-1]], axis=1)  # (ranks, T)
     return Measured(
+        zero=max(output["zero"] for output in outputs),
         wait=np.max(got - previous_end, axis=0),
+        got=np.max(got, axis=0),
         start=np.max(start, axis=0),
         end=np.max(end, axis=0),
         epoch_steps=tuple(outputs[0]["epoch_steps"]),

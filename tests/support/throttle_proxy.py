@@ -5,7 +5,8 @@ segment names the client group (a simulated node: ``node0``, ``node1``) and is n
 path, so each node reads the same dataset through its own remote URL (``server.remote(group, "ds")``).
 
 * ``bandwidth`` (bytes/s) is each group's: the bodies of all of a group's responses share it, chunk by
-  chunk in turn (a token bucket without burst, so an idle group saves no credit).
+  chunk in turn (a token bucket without burst, so an idle group saves no credit; an answer whose
+  thread woke late catches up, so a loaded machine does not slow the line).
 * ``latency`` (s) passes between a request's arrival and its first byte, for every answer.
 * ``rate_limit`` (requests/s) covers everything the server answers, all groups together (but the file
   kinds in ``unlimited``): a token bucket of ``burst`` requests refilled at that rate. A request that
@@ -82,8 +83,12 @@ class _Pacer:
         self._free_at = 0.0
         self.queued_chunks = 0  # chunks whose slot began after another answer's (more than half a slot)
 
-    def finish_time(self, size: int) -> float:
-        """The monotonic time by which a chunk of ``size`` bytes, queued now, has gone out."""
+    def finish_time(self, size: int, *, continuing: bool = False) -> float:
+        """The monotonic time by which a chunk of ``size`` bytes, queued now, has gone out.
+
+        A chunk ``continuing`` an answer starts where the line's last slot ended even when that is past
+        (its thread woke late on a loaded machine): the answer catches up rather than slowing the line.
+        """
         with self._lock:
             now = time.monotonic()
             duration = size / self._bandwidth
@@ -91,7 +96,7 @@ class _Pacer:
             # free (to the sleep's precision); only another answer's chunk makes it queue.
             if self._free_at - now > duration / 2:
                 self.queued_chunks += 1
-            self._free_at = max(now, self._free_at) + duration
+            self._free_at = (self._free_at if continuing else max(now, self._free_at)) + duration
             return self._free_at
 
 
@@ -283,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
         for start in range(0, len(data), CHUNK):
             piece = view[start : start + CHUNK]
             if pacer is not None:
-                owner.wait_until(pacer.finish_time(len(piece)))
+                owner.wait_until(pacer.finish_time(len(piece), continuing=start > 0))
             owner.record(group, path, sending=len(piece))
             self.wfile.write(piece)
         self.wfile.flush()
