@@ -20,8 +20,17 @@ PACKAGES = {
     "stream_plugin": ROOT / "stream_plugin",
     "stream_plugin_lightning": ROOT / "integrations" / "lightning" / "stream_plugin_lightning",
     "stream_plugin_composer": ROOT / "integrations" / "composer" / "stream_plugin_composer",
+    "stream_plugin_transformers": ROOT / "integrations" / "transformers" / "stream_plugin_transformers",
 }
-INTEGRATIONS = ("stream_plugin_lightning", "stream_plugin_composer", "lightning", "pytorch_lightning", "composer")
+INTEGRATIONS = (
+    "stream_plugin_lightning",
+    "stream_plugin_composer",
+    "stream_plugin_transformers",
+    "lightning",
+    "pytorch_lightning",
+    "composer",
+    "accelerate",
+)
 
 
 def _module_name(package: str, folder: Path, path: Path) -> str:
