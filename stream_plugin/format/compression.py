@@ -249,7 +249,7 @@ def _codec(family: str) -> _Codec:
     codec = _CODECS.get(family)
     if codec is None:
         raise ConfigError(
-            f"expected a compression family in {codec_families()}, found {family!r}; use one of those (optionally with ':<level>'), or None for no compression"
+            f"expected a compression family in {codec_families()}, found {family!r} (it is not a supported compression algorithm); use one of those (optionally with ':<level>'), or None for no compression"
         )
     return codec
 
@@ -271,7 +271,7 @@ class CompressionSpec:
             )
         if isinstance(self.level, bool) or not isinstance(self.level, int) or self.level not in codec.levels:
             raise ConfigError(
-                f"expected a {self.family!r} level in {codec.levels.start}..{codec.levels.stop - 1} (default {codec.default_level}), found {self.level!r}; pick a level in that range"
+                f"expected a {self.family!r} level in {codec.levels.start}..{codec.levels.stop - 1} (default {codec.default_level}), found {self.level!r} ('{self.family}:{self.level}' is not a supported compression algorithm); pick a level in that range"
             )
 
     @property
@@ -318,14 +318,16 @@ def _as_spec(spec: str | CompressionSpec) -> CompressionSpec:
     return parsed
 
 
-def compress(spec: str | CompressionSpec, data: Buffer) -> bytes:
-    """Compress a whole shard (or meta) file's bytes."""
+def compress(spec: str | CompressionSpec | None, data: Buffer) -> bytes:
+    """Compress a whole shard (or meta) file's bytes; ``spec=None`` returns them as they are (as MosaicML's)."""
     # bytes(5) would be five zero bytes and bytes([1, 2]) a copy: refuse anything but a buffer.
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ConfigTypeError(
             f"compress: expected bytes, bytearray or memoryview, found {type(data).__name__}; encode text "
             "first (text.encode()) or pass the file's bytes"
         )
+    if spec is None:
+        return bytes(data)
     parsed = _as_spec(spec)
     return _codec(parsed.family).compress(bytes(data), parsed.effective_level)
 
@@ -346,9 +348,13 @@ def _check_size(parsed: CompressionSpec, source: str, size: int, expected_size: 
 
 
 def decompress(
-    spec: str | CompressionSpec, data: Buffer, *, source: str = "<data>", expected_size: int | None = None
+    spec: str | CompressionSpec | None, data: Buffer, *, source: str = "<data>", expected_size: int | None = None
 ) -> bytes:
-    """Decompress in memory; truncated or corrupt input raises ShardIntegrityError naming ``source``."""
+    """Decompress in memory; truncated or corrupt input raises ShardIntegrityError naming ``source``.
+
+    ``spec=None`` returns the bytes as they are (as MosaicML's ``decompress(None, data)``)."""
+    if spec is None:
+        return bytes(data)
     parsed = _as_spec(spec)
     if len(data) == 0:
         raise _corrupt(parsed, source, "an empty input")

@@ -292,3 +292,16 @@ def test_registering_a_codec_with_inconsistent_levels_is_refused() -> None:
         register_codec("bad", lambda d, lv: d, lambda d: d, levels=range(1, 3), default_level=5)
     with pytest.raises(ConfigError, match=r"plain identifier .*found 'a.b'"):
         register_codec("a.b", lambda d, lv: d, lambda d: d, levels=None, default_level=None)
+
+
+@pytest.mark.parametrize("data", [b"hello", bytearray(b"hello")])
+def test_compress_and_decompress_without_compression_return_the_bytes_as_they_are(data: bytes) -> None:
+    assert compress(None, data) == b"hello"
+    assert decompress(None, data) == b"hello"
+
+
+@pytest.mark.parametrize("spec", ["xyz", "br:99", "gz:99"])
+def test_an_unknown_family_or_level_is_not_a_supported_compression_algorithm(spec: str) -> None:
+    """MosaicML's key phrase, so that code matching its message keeps working."""
+    with pytest.raises(ConfigError, match="is not a supported compression algorithm"):
+        compress(spec, b"hello")
