@@ -42,6 +42,13 @@ class EncodingError(StreamPluginError, ValueError):
     """A column encoding is unknown, or a value does not fit the encoding of its column."""
 
 
+class EncodingTypeError(EncodingError, TypeError, AttributeError):
+    """A value's type does not fit its column's encoding (a str for ``'int'``, bytes for ``'pil'``).
+
+    MosaicML raises ``AttributeError`` there, so ``except AttributeError`` written for it still catches
+    this; ``TypeError`` is Python's own error for it, and ``ValueError`` (``EncodingError``) ours."""
+
+
 class UnknownEncodingError(EncodingError, TypeError):
     """The encoding name is not registered (MosaicML's MDSWriter raises ``TypeError`` there)."""
 

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stream_plugin.errors import EncodingError, FormatError, MissingDependencyError, UnknownEncodingError
+from stream_plugin.errors import (
+    EncodingError,
+    EncodingTypeError,
+    FormatError,
+    MissingDependencyError,
+    UnknownEncodingError,
+)
 
 if TYPE_CHECKING:
     from PIL import Image as PILImage
@@ -63,9 +69,15 @@ class ColumnEncoding:
 # Helpers shared by the coders.
 
 
-def _mismatch(encoding: str, expected: str, value: Any, fix: str) -> EncodingError:
-    """Build the error a coder raises when a value does not fit; encode_value adds the column."""
-    return EncodingError(
+def _mismatch(
+    encoding: str, expected: str, value: Any, fix: str, *, error: type[EncodingError] = EncodingTypeError
+) -> EncodingError:
+    """Build the error a coder raises when a value does not fit; encode_value adds the column.
+
+    A value of the wrong type gets ``EncodingTypeError`` (also an ``AttributeError``, as MosaicML
+    raises); a value of the right type that does not fit (range, dtype, shape) passes
+    ``error=EncodingError`` (a ``ValueError``, as MosaicML raises)."""
+    return error(
         f"encoding {encoding!r} expects {expected}, found {type(value).__name__} {_short_repr(value)}; {fix}"
     )
 
@@ -133,7 +145,10 @@ _INT64 = np.iinfo(np.int64)
 
 def _encode_int(value: Any) -> bytes:
     if not _is_integer(value) or not _INT64.min <= int(value) <= _INT64.max:
-        raise _mismatch("int", "an integer in the int64 range", value, "use 'str_int' for larger integers")
+        error = EncodingError if _is_integer(value) else EncodingTypeError
+        raise _mismatch(
+            "int", "an integer in the int64 range", value, "use 'str_int' for larger integers", error=error
+        )
     return struct.pack("<q", int(value))
 
 
@@ -199,7 +214,9 @@ def _encode_pickle(value: Any) -> bytes:
     try:
         return pickle.dumps(value, protocol=_PICKLE_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        raise _mismatch("pkl", f"a picklable object ({exc})", value, "make the object picklable") from exc
+        raise _mismatch(
+            "pkl", f"a picklable object ({exc})", value, "make the object picklable", error=EncodingError
+        ) from exc
 
 
 def _decode_pickle(data: Buffer) -> Any:
@@ -239,6 +256,7 @@ def _scalar_encoding(type_name: str) -> ColumnEncoding:
                     f"an integer in [{limits.min}, {limits.max}]",
                     value,
                     "use a wider integer type",
+                    error=EncodingError if _is_integer(value) else EncodingTypeError,
                 )
             return scalar_type(int(value)).tobytes()
         if not _is_real(value):
@@ -307,6 +325,7 @@ def _ndarray_encoding(name: str) -> ColumnEncoding:
                 f"an array of dtype in {sorted(_DTYPE_CODES)} (found dtype {value.dtype})",
                 value,
                 "cast the array with .astype(...)",
+                error=EncodingError,
             )
         if fixed_dtype is not None and value.dtype.name != fixed_dtype_name:
             raise _mismatch(
@@ -314,13 +333,23 @@ def _ndarray_encoding(name: str) -> ColumnEncoding:
                 f"an array of dtype {fixed_dtype_name} (found dtype {value.dtype})",
                 value,
                 f"cast the array with .astype('{fixed_dtype_name}')",
+                error=EncodingError,
             )
+        # The fixes start with MosaicML's phrases, so that code matching its messages keeps working.
         if value.size == 0 or not 1 <= value.ndim <= _MAX_NDIM:
+            fix = (
+                "Attempting to encode a scalar with NDArray encoding: use a scalar encoding such as 'float64'"
+                if value.ndim == 0
+                else "Attempting to encode a numpy array with 0 elements: store empty arrays as 'bytes' or 'pkl'"
+                if value.size == 0
+                else f"reshape the array to at most {_MAX_NDIM} dims"
+            )
             raise _mismatch(
                 name,
                 f"an array with 1 to {_MAX_NDIM} dims, each >= 1 (found shape {value.shape})",
                 value,
-                "use a scalar encoding for scalars; store empty arrays as 'bytes' or 'pkl'",
+                fix,
+                error=EncodingError,
             )
         if fixed_shape is not None and value.shape != fixed_shape:
             raise _mismatch(
@@ -328,6 +357,7 @@ def _ndarray_encoding(name: str) -> ColumnEncoding:
                 f"an array of shape {fixed_shape} (found shape {value.shape})",
                 value,
                 "reshape the array or drop the shape from the encoding name",
+                error=EncodingError,
             )
         parts: list[bytes] = []
         if fixed_dtype is None:
@@ -572,7 +602,8 @@ def encode_value(encoding: ColumnEncoding, value: Any, *, column: str) -> bytes:
         except (EncodingError, MissingDependencyError) as exc:
             raise type(exc)(f"column {column!r}: {exc}") from exc
         except (TypeError, ValueError, OverflowError, AttributeError, KeyError, OSError) as exc:
-            raise EncodingError(
+            error = EncodingTypeError if isinstance(exc, (TypeError, AttributeError)) else EncodingError
+            raise error(
                 f"column {column!r}: encoding {encoding.name!r} could not encode {type(value).__name__} {_short_repr(value)} ({type(exc).__name__}: {exc}); pass a value this encoding accepts or pre-encode it to bytes"
             ) from exc
         if not isinstance(data, bytes):
@@ -614,7 +645,7 @@ def encode_text_value(type_name: str, value: Any, *, column: str) -> str:
             f"column {column!r}: expected a type in {list(TEXT_COLUMN_TYPES)}, found {type_name!r}; fix the column type"
         )
     expected = {"str": "a str", "int": "an integer", "float": "a real number"}[type_name]
-    raise EncodingError(
+    raise EncodingTypeError(
         f"column {column!r} of type {type_name!r}: expected {expected}, found {type(value).__name__} {_short_repr(value)}; convert the value with {type_name}(...) or change the column type"
     )
 

@@ -16,7 +16,13 @@ import pytest
 from PIL import Image
 from support.paths import FIXTURES_DIR
 
-from stream_plugin.errors import EncodingError, FormatError, MissingDependencyError, UnknownEncodingError
+from stream_plugin.errors import (
+    EncodingError,
+    EncodingTypeError,
+    FormatError,
+    MissingDependencyError,
+    UnknownEncodingError,
+)
 from stream_plugin.format.encodings import (
     TEXT_COLUMN_TYPES,
     check_text_column_types,
@@ -446,3 +452,49 @@ def test_csv_fixture_values_decode_to_the_manifest() -> None:
         assert line == ",".join(
             encode_text_value(columns[name], decoded[name], column=name) for name in header
         )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("bytes", "9"), ("str", 25), ("int", 25.9), ("uint16", "7"), ("float32", "x"), ("pil", 9.5),
+     ("jpeg", 12.5), ("png", 77.7), ("jpeg_array", 123), ("list[jpeg]", None), ("ndarray", [1, 2])],
+)  # fmt: skip
+def test_a_value_of_the_wrong_type_is_also_an_attribute_error_as_in_mosaicml(name: str, value: Any) -> None:
+    """MosaicML raises AttributeError for these; ``except AttributeError`` written for it still catches ours.
+    (Bytes are stored as given for any encoding, spec section 4, so they are not a wrong type here.)"""
+    with pytest.raises(EncodingTypeError) as caught:
+        encode_value(get_encoding(name), value, column="c")
+    assert isinstance(caught.value, AttributeError) and isinstance(caught.value, TypeError)
+    assert isinstance(caught.value, ValueError)  # still an EncodingError
+
+
+def test_a_text_value_of_the_wrong_type_is_also_an_attribute_error() -> None:
+    with pytest.raises(AttributeError):
+        encode_text_value("int", "27", column="c")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("int", 2**63),
+        ("uint8", 256),
+        ("ndarray:uint8:2,3", np.zeros((3, 2), np.uint8)),
+        ("ndarray", np.array(5)),
+    ],
+)
+def test_a_value_of_the_right_type_that_does_not_fit_is_a_value_error_only(name: str, value: Any) -> None:
+    with pytest.raises(EncodingError) as caught:
+        encode_value(get_encoding(name), value, column="c")
+    assert not isinstance(caught.value, (AttributeError, TypeError))
+
+
+@pytest.mark.parametrize(
+    ("value", "phrase"),
+    [
+        (np.array(0.5), "Attempting to encode a scalar with NDArray encoding"),
+        (np.zeros((0,), np.uint8), "Attempting to encode a numpy array with 0 elements"),
+    ],
+)
+def test_ndarray_errors_hold_mosaicmls_phrases(value: Any, phrase: str) -> None:
+    with pytest.raises(EncodingError, match=phrase):
+        encode_value(get_encoding("ndarray"), value, column="c")
