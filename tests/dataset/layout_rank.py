@@ -25,6 +25,11 @@ def build(scenario: dict[str, Any], remote: str, cache: str, states: dict[str, A
     """The dataset and loader a scenario describes (its mesh built on every rank)."""
     options: dict[str, Any] = {}
     truth: Any = True
+    if "partial_mesh" in scenario:  # a mesh of some ranks only, handed to every rank
+        from torch.distributed.device_mesh import DeviceMesh
+
+        options["data_parallel_mesh"] = DeviceMesh("cpu", scenario["partial_mesh"])
+        truth = list(range(len(scenario["partial_mesh"]))) * (dist.get_world_size() // len(scenario["partial_mesh"]))
     if "mesh" in scenario:
         names = tuple(scenario["mesh"])
         mesh = init_device_mesh("cpu", tuple(scenario["shape"]), mesh_dim_names=names)

@@ -50,6 +50,7 @@ WRONG = {
     # tp outermost: the replicas of coordinate d are ranks d and d + 4, not two consecutive ranks.
     "wrong_replication": {"mesh": ["tp", "dp"], "shape": [2, 4], "dp": ["dp"], "form": "none", "replication": 2},
     "replication_contradicts_mesh": {"mesh": ["tp", "dp"], "shape": [2, 4], "dp": ["dp"], "replication": 2},
+    "mesh_without_ranks": {"partial_mesh": [0, 1, 2, 3]},
     "seed_per_rank": {"mesh": ["dp", "tp"], "shape": [4, 2], "dp": ["dp"], "check": "own", "seed_per_rank": True},
 }
 
@@ -183,3 +184,11 @@ def test_replicas_with_different_settings_are_caught_at_the_first_batch(
         assert result["error"] == "LayoutError", result
         assert "got different first batches" in result["message"]
         assert "its settings differ between them" in result["message"]
+
+
+@pytest.mark.slow
+def test_a_mesh_that_leaves_ranks_out_is_refused_on_every_rank(job: dict[str, list[dict[str, Any]]]) -> None:
+    for result in job["mesh_without_ranks"]:
+        assert result["error"] == "ConfigError", result
+        assert "expected a mesh that contains every rank" in result["message"]
+        assert "found ranks [4, 5, 6, 7] outside theirs" in result["message"]
