@@ -50,6 +50,12 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     return {"id": ids, "labels": ids}
 
 
+def count_labels(prediction: Any) -> dict[str, float]:
+    """What evaluation gathered: how many labels, how many distinct, and their sum."""
+    labels = [int(label) for label in prediction.label_ids.reshape(-1).tolist()]
+    return {"count": len(labels), "distinct": len(set(labels)), "sum": sum(labels)}
+
+
 def main(config: dict[str, Any]) -> dict[str, Any]:
     from transformers import Trainer, TrainingArguments
 
@@ -108,6 +114,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
         eval_dataset=eval_dataset,
         data_collator=collate,
         callbacks=callbacks,
+        compute_metrics=count_labels if eval_dataset is not None else None,
     )
     result: dict[str, Any] = {"rank": rank}
     if config.get("evaluate_only"):

@@ -15,6 +15,9 @@ each batch to the device itself), adds ``DataStateCheckpoint`` so every ``checkp
 loader's position, and on ``train(resume_from_checkpoint=...)`` loads that position and turns the
 Trainer's batch skipping off (``ignore_data_skip`` during the call): the next batch is the one an
 uninterrupted run would have trained, on any number of processes with the same global batch.
+
+An evaluation set that is a ``StreamingDataset`` gets an ``EvalLoader`` (epoch 0 in full at every
+``evaluate``), and ``evaluation_loop`` counts each of its samples once (``evaluation``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.preemption import WorkerSignalGuard
 from stream_plugin_transformers.callbacks import DataStateCheckpoint
 from stream_plugin_transformers.data_state import read_data_state
+from stream_plugin_transformers.evaluation import EvalLoader, ExactGather, cut_repeats
 
 
 class StreamingTrainerMixin:
@@ -42,6 +46,8 @@ class StreamingTrainerMixin:
 
     def __init__(self, *args: Any, callbacks: list[Any] | None = None, **kwargs: Any) -> None:
         self._data_state_to_load: dict[str, Any] | None = None
+        self._eval_loaders: dict[int, EvalLoader] = {}  # by id(dataset): workers persist across evaluations
+        self._evaluating: StreamingDataLoader | None = None
         super().__init__(*args, callbacks=[DataStateCheckpoint(), *(callbacks or [])], **kwargs)  # type: ignore[call-arg]
 
     @property
@@ -85,9 +91,45 @@ class StreamingTrainerMixin:
             check_resumed_accumulation(loader, state, trainer.args.gradient_accumulation_steps)
         return loader
 
+    def get_eval_dataloader(self, eval_dataset: Any = None) -> DataLoader:
+        trainer = self._trainer
+        dataset = eval_dataset
+        if isinstance(dataset, str):
+            dataset = trainer.eval_dataset[dataset]  # type: ignore[index]
+        elif dataset is None:
+            dataset = trainer.eval_dataset
+        if not isinstance(dataset, StreamingDataset):
+            return super().get_eval_dataloader(eval_dataset)  # type: ignore[misc]
+        loader = self._eval_loaders.get(id(dataset))
+        if loader is None:
+            loader = EvalLoader(dataset, batch_size=trainer.args.eval_batch_size, **loader_settings(trainer))
+            self._eval_loaders[id(dataset)] = loader
+        return loader
 
-def streaming_train_loader(trainer: Trainer, dataset: StreamingDataset) -> StreamingDataLoader:
-    """A ``StreamingDataLoader`` over ``dataset`` with the Trainer's batch size, collator and loader settings."""
+    def evaluation_loop(self, dataloader: DataLoader, *args: Any, **kwargs: Any) -> Any:
+        """``Trainer.evaluation_loop``; over a ``StreamingDataLoader``, each sample counts once (``evaluation``)."""
+        trainer = self._trainer
+        if not isinstance(dataloader, StreamingDataLoader):
+            return super().evaluation_loop(dataloader, *args, **kwargs)  # type: ignore[misc]
+        gather = trainer.gather_function
+        trainer.gather_function = ExactGather(trainer.accelerator, dataloader)
+        self._evaluating = dataloader
+        try:
+            return super().evaluation_loop(dataloader, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            trainer.gather_function = gather
+            self._evaluating = None
+
+    def prediction_step(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        loader = self._evaluating
+        step = super().prediction_step  # type: ignore[misc]
+        if loader is None:
+            return step(model, inputs, *args, **kwargs)
+        return cut_repeats(loader, inputs, lambda batch: step(model, batch, *args, **kwargs))
+
+
+def loader_settings(trainer: Trainer) -> dict[str, Any]:
+    """The ``DataLoader`` settings of the ``TrainingArguments``, with the Trainer's ``data_collator``."""
     args = trainer.args
     workers = args.dataloader_num_workers
     settings: dict[str, Any] = {
@@ -103,7 +145,12 @@ def streaming_train_loader(trainer: Trainer, dataset: StreamingDataset) -> Strea
             multiprocessing_context=args.dataloader_multiprocessing_context,
             worker_init_fn=WorkerSignalGuard(),  # workers outlive a preemption signal to the process group
         )
-    return StreamingDataLoader(dataset, batch_size=trainer._train_batch_size, **settings)
+    return settings
+
+
+def streaming_train_loader(trainer: Trainer, dataset: StreamingDataset) -> StreamingDataLoader:
+    """A ``StreamingDataLoader`` over ``dataset`` with the Trainer's batch size, collator and loader settings."""
+    return StreamingDataLoader(dataset, batch_size=trainer._train_batch_size, **loader_settings(trainer))
 
 
 def check_resumed_accumulation(loader: StreamingDataLoader, state: dict[str, Any], accumulation: int) -> None:
@@ -128,6 +175,7 @@ class StreamingTrainer(StreamingTrainerMixin, Trainer):
 
 __all__ = [
     "StreamingTrainer",
+    "loader_settings",
     "StreamingTrainerMixin",
     "check_resumed_accumulation",
     "streaming_train_loader",
