@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import errno
+import inspect
 import json
 import shutil
 import tempfile
@@ -24,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 
-from stream_plugin.errors import ConfigError, StorageError
+from stream_plugin.errors import ConfigError, ConfigTypeError, StorageError
 from stream_plugin.fileio import atomic_write_bytes
 from stream_plugin.format.compression import CompressionSpec, compress, parse_compression
 from stream_plugin.format.hashing import check_hash_names, hash_data
@@ -54,7 +55,8 @@ def check_size_limit(size_limit: int | str | None) -> int | None:
     if limit > SIZE_LIMIT_MAX:
         raise ConfigError(
             f"size_limit: expected at most {SIZE_LIMIT_MAX} bytes (2**32 - 1; shard offsets are uint32), "
-            f"found {limit}; pass a smaller size such as '64mb' (the default is 1 << 26)"
+            f"found {limit} (`size_limit` must be less than 2**32); pass a smaller size such as '64mb' (the "
+            "default is 1 << 26)"
         )
     return limit or None
 
@@ -68,7 +70,8 @@ def prepare_local_folder(folder: Path, *, exist_ok: bool) -> None:
     if folder.is_dir() and any(folder.iterdir()):
         if not exist_ok:
             raise OutputExistsError(
-                f"{folder}: expected an empty or new output folder, found it holds files; pass "
+                f"{folder}: expected an empty or new output folder, found it holds files (Directory is not "
+                "empty); pass "
                 "exist_ok=True to replace its contents, or choose another folder"
             )
         # The old index goes first: from then on no reader sees the old dataset mixed with new shards.
@@ -233,7 +236,14 @@ class ShardWriter:
         exist_ok: bool = False,
         retry: int = 2,
         storage_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
+        if kwargs:
+            options = [name for name in inspect.signature(ShardWriter.__init__).parameters if name != "self"]
+            raise ConfigTypeError(
+                f"{type(self).__name__}: expected its own arguments and the writer options {options[:-1]}, found "
+                f"unknown {sorted(kwargs)} (Invalid Writer argument(s)); remove or rename them"
+            )
         spec = parse_compression(compression or None)
         self.compression = spec.name if spec is not None else None
         self.hashes = check_hash_names(list(hashes or []))

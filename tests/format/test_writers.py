@@ -288,7 +288,8 @@ def test_an_upload_failure_raises_and_never_uploads_the_index(
 def test_a_non_empty_output_folder_is_refused_without_exist_ok(tmp_path: Path) -> None:
     (tmp_path / "old.txt").write_text("x")
     with pytest.raises(
-        OutputExistsError, match=r"found it holds files; pass exist_ok=True .* or choose another folder"
+        OutputExistsError,
+        match=r"found it holds files \(Directory is not empty\); pass exist_ok=True .* or choose another folder",
     ):
         make_writer("mds", str(tmp_path), TEXT_COLUMNS)
     assert isinstance(OutputExistsError("x"), FileExistsError)
