@@ -83,7 +83,19 @@ class StreamingDataLoader(DataLoader):
     coordinate of every global rank as the training framework sees it (``mesh_coordinates(mesh["dp"])``),
     which also catches a wrong ``replication``. Every rank must then iterate the loader: the Lightning and
     Composer integrations turn it on for their loaders.
+
+    Hugging Face Accelerate: ``accelerator.prepare(loader)`` returns this loader itself. It is split by
+    rank already; Accelerate's own wrappers would split or dispatch it a second time (each rank would
+    train 1/D of its share, or rank 0's share would be sent to every rank). Its batches stay where the
+    loader puts them: move them with ``accelerate.utils.send_to_device(batch, accelerator.device)``.
+    ``accelerator.save_state()`` / ``load_state()`` save and restore its ``state_dict()`` (the files
+    ``dl_state_dict*.bin``), also on another number of processes.
     """
+
+    # Read by accelerate (checked with 1.15): a loader marked prepared is returned as it is, and one that
+    # says it is stateful has its state_dict saved and loaded by save_state / load_state.
+    _is_accelerate_prepared = True
+    use_stateful_dataloader = True
 
     def __init__(
         self,
