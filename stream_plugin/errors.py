@@ -7,6 +7,7 @@ written against MosaicML Streaming keeps working.
 
 from __future__ import annotations
 
+import json
 from numbers import Integral
 from typing import Literal, overload
 
@@ -64,6 +65,22 @@ class FormatError(StreamPluginError, ValueError):
 
 class IndexFormatError(FormatError):
     """``index.json`` is not valid JSON, has the wrong version, or has malformed shard entries."""
+
+
+class IndexJSONError(IndexFormatError, json.JSONDecodeError):
+    """``index.json`` is not valid JSON (or not UTF-8); also the ``json.JSONDecodeError`` MosaicML raises.
+
+    It keeps the position of the error (``pos``, ``lineno``, ``colno``) but not the document."""
+
+    def __init__(self, message: str, pos: int = 0, lineno: int = 1, colno: int = 1) -> None:
+        # JSONDecodeError's own __init__ wants the whole document; the fields are set here instead.
+        scrub_handled_exception()
+        message = redact(message)
+        ValueError.__init__(self, message)
+        self.msg, self.doc, self.pos, self.lineno, self.colno = message, "", pos, lineno, colno
+
+    def __reduce__(self) -> tuple[type[IndexJSONError], tuple[str, int, int, int]]:
+        return type(self), (self.msg, self.pos, self.lineno, self.colno)
 
 
 class MissingIndexError(IndexFormatError, RuntimeError):

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stream_plugin.errors import IndexFormatError, MissingIndexError, UnsafePathError, check_int
+from stream_plugin.errors import (
+    IndexFormatError,
+    IndexJSONError,
+    MissingIndexError,
+    UnsafePathError,
+    check_int,
+)
 from stream_plugin.fileio import atomic_write_bytes
 from stream_plugin.gc_pause import collection_paused
 
@@ -185,9 +191,11 @@ def _parse_index(text: str | bytes, *, source: str) -> list[ShardEntry]:
             "to parse; the file is corrupt or hostile. Re-download or regenerate it"
         ) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IndexFormatError(
-            f"{source}: expected a JSON document, found invalid JSON ({error}); the file is corrupt "
-            "or was not written by a shard writer. Re-download or regenerate it"
+        position = (error.pos, error.lineno, error.colno) if isinstance(error, json.JSONDecodeError) else (0, 1, 1)
+        raise IndexJSONError(
+            f"{source}: expected a JSON document, found invalid JSON ({error}): Index file at {source} is empty "
+            "or corrupted. It was not written completely by a shard writer; re-download or regenerate it",
+            *position,
         ) from error
     if not isinstance(document, dict):
         raise IndexFormatError(

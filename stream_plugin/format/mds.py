@@ -284,6 +284,6 @@ def refuse_unsafe(
     if unsafe:
         raise UnsafeTypeError(
             f"{source}: column(s) {unsafe} use an unsafe encoding (pkl) that runs arbitrary code when "
-            "decoded; expected only safe encodings. If you trust this dataset, pass "
-            "allow_unsafe_types=True"
+            "decoded; expected only safe encodings (the shard contains an unsafe type). If you trust this "
+            "dataset, pass allow_unsafe_types=True"
         )
