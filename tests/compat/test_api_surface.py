@@ -437,7 +437,7 @@ def _check(key: str, problems: list[str]) -> None:
     )
 
 
-@pytest.mark.parametrize(("name", "ours", "member", "signature"), _method_cases())
+@pytest.mark.parametrize(("name", "ours", "member", "signature"), list(_method_cases()))
 def test_mosaicml_method_exists_with_a_compatible_signature(
     name: str, ours: str, member: str, signature: str
 ) -> None:
