@@ -10,12 +10,15 @@ the same thing. Nothing here reads the environment; ``reading.data_parallel`` de
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from stream_plugin.errors import ConfigError
 
+# The names frameworks give the dims that read different samples (torchtitan, Lightning, Composer).
+DATA_PARALLEL_DIM_NAMES: tuple[str, ...] = ("dp", "dp_replicate", "dp_shard", "data_parallel", "replicate", "shard")
 UNKNOWN = -1  # a rank whose coordinate this process was not told (the int form without a process group)
 
 
@@ -73,6 +76,26 @@ class DataParallelLayout:
             )
         ranks = np.arange(world_size, dtype=np.int64)  # (world_size,)
         return cls(size=world_size // replication, coordinates=tuple((ranks // replication).tolist()))
+
+    @classmethod
+    def of_mesh(
+        cls, shape: Sequence[int], names: Sequence[str], data_parallel_dims: Sequence[str]
+    ) -> DataParallelLayout:
+        """The layout of a DeviceMesh of ``shape`` (dims ``names``) that global ranks fill row-major, as
+        ``init_device_mesh`` lays them out, reading different samples along ``data_parallel_dims``
+        (their indices flattened row-major) and the same along the other dims."""
+        missing = [name for name in data_parallel_dims if name not in names]
+        if len(names) != len(shape) or missing or not data_parallel_dims:
+            raise ConfigError(
+                f"data_parallel_dims: expected one or more of the mesh's dims {list(names)}, found "
+                f"{list(data_parallel_dims)}; name the dims that read different samples (e.g. dp)"
+            )
+        dims = [list(names).index(name) for name in data_parallel_dims]
+        ranks = np.arange(int(np.prod(shape)), dtype=np.int64)  # (world_size,)
+        index = np.unravel_index(ranks, tuple(shape))  # per dim: (world_size,)
+        sizes = [int(shape[d]) for d in dims]
+        coordinates = np.ravel_multi_index([index[d] for d in dims], sizes)  # (world_size,)
+        return cls(size=int(np.prod(sizes)), coordinates=tuple(coordinates.tolist()))
 
     @property
     def world_size(self) -> int:
@@ -138,4 +161,4 @@ def agree_with_replication(layout: DataParallelLayout, replication: int | None, 
         )
 
 
-__all__ = ["UNKNOWN", "DataParallelLayout", "agree_with_replication"]
+__all__ = ["DATA_PARALLEL_DIM_NAMES", "UNKNOWN", "DataParallelLayout", "agree_with_replication"]

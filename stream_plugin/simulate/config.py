@@ -34,6 +34,7 @@ from stream_plugin.cache.eviction import footprint
 from stream_plugin.cache.future import EVICTION_POLICIES
 from stream_plugin.errors import ConfigError, StreamPluginError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
+from stream_plugin.order.data_parallel import DATA_PARALLEL_DIM_NAMES
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
@@ -98,6 +99,27 @@ def _count(text: str, name: str) -> int:
     return parse_count(text, name=name)
 
 
+def _mesh(text: str, name: str) -> tuple[tuple[str, int], ...]:
+    """``pp=2,dp=4,tp=8``: a mesh's dims, outermost first, with their sizes."""
+    dims = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([0-9]+)\s*", part)
+        if match is None or int(match.group(2)) < 1:
+            raise ConfigError(
+                f"{name}: expected dims as name=size, outermost first, such as pp=2,dp=4,tp=8, found {text!r}; "
+                "write each dim's name and size"
+            )
+        dims.append((match.group(1), int(match.group(2))))
+    return tuple(dims)
+
+
+def _names(text: str, name: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise ConfigError(f"{name}: expected one or more dim names such as dp or dp_replicate,dp_shard, found {text!r}")
+    return names
+
+
 def _text(text: str, name: str) -> str:
     return text
 
@@ -143,6 +165,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("step_time_per_sample", "hardware", "seconds per sample", "compute time added per sample of a device batch", _seconds, metavar="SECONDS"),
     Option("download_threads", "hardware", "downloads per worker", "concurrent downloads of one worker", _count, metavar="N"),
     Option("prefetch_factor", "hardware", "batches per worker", "batches each DataLoader worker keeps ready (DataLoader prefetch_factor)", _count, metavar="N"),
+    Option("data_parallel_size", "hardware", "ranks", "ranks that read different samples; the others replicate them on consecutive ranks (tensor, context parallel)", _count, metavar="N"),
+    Option("mesh", "hardware", "dims outermost first", "the job's DeviceMesh, which ranks fill row-major: pp=2,dp=4,tp=8 (its data-parallel dims read different samples)", _mesh, metavar="DIMS"),
+    Option("data_parallel_dims", "hardware", "dim names", f"with --mesh: the dims that read different samples (default: those named {','.join(DATA_PARALLEL_DIM_NAMES)})", _names, metavar="NAMES"),
     Option("epochs", "hardware", "epochs", "epochs to simulate", _count, metavar="N"),
     Option("max_duration", "run", "steps (ba), epochs (ep) or samples (sp)", "how long the run is, as Composer writes it: 1000ba, 2ep or 64000sp (instead of --epochs)", _text, sets=("epochs", "max_steps"), metavar="DURATION"),
     Option("batch_size", "dataset", "samples per device", "per-device batch size (the dataset's batch_size)", _count, metavar="N"),
@@ -368,7 +393,11 @@ def _split(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 
 def _per_device(
-    run: RunConfig, options: Mapping[str, Any], overrides: Mapping[str, Any], world_size: int
+    run: RunConfig,
+    options: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    world_size: int,
+    data_parallel_size: int | None = None,
 ) -> Any:
     """The per-device batch size: given (the command line's first), else the global batch over the ranks."""
     if overrides.get("batch_size") is not None:
@@ -383,7 +412,12 @@ def _per_device(
         return None
     global_size = parse_count(global_size, name="global_batch_size")
     # llm-foundry divides by the world size; the DataModule by the data-parallel ranks.
-    ranks = world_size if run.kind == "llm-foundry" else world_size // int(options.get("replication") or 1)
+    if run.kind == "llm-foundry":
+        ranks = world_size
+    elif data_parallel_size is not None:
+        ranks = data_parallel_size
+    else:
+        ranks = world_size // int(options.get("replication") or 1)
     if ranks < 1 or global_size % ranks:
         raise ConfigError(
             f"global_batch_size: expected a multiple of the {ranks} data-parallel ranks, found {global_size}; "
@@ -392,11 +426,13 @@ def _per_device(
     return global_size // ranks
 
 
-def dataset_config(run: RunConfig, overrides: Mapping[str, Any], *, world_size: int) -> DatasetConfig:
+def dataset_config(
+    run: RunConfig, overrides: Mapping[str, Any], *, world_size: int, data_parallel_size: int | None = None
+) -> DatasetConfig:
     """The dataset's settings: the file's, then ``overrides`` (option names as keys), validated once."""
     options, _ = _split(run.dataset)
     options.update({key: value for key, value in overrides.items() if key in OPTION_KEYS})
-    options["batch_size"] = _per_device(run, options, overrides, world_size)
+    options["batch_size"] = _per_device(run, options, overrides, world_size, data_parallel_size)
     if options["batch_size"] is None:
         raise ConfigError(
             f"batch_size: expected the per-device batch size in {run.source} or as --batch-size, found none; "
@@ -485,13 +521,14 @@ def load_workload(
     overrides: Mapping[str, Any] | None = None,
     *,
     world_size: int = 1,
+    data_parallel_size: int | None = None,
 ) -> Workload:
     """The ``Workload`` of CONFIG, with ``overrides`` of the dataset's options (``cache_limit``, ...).
 
     ``world_size`` (nodes x devices) turns a global batch size into the per-device one.
     """
     run = source if isinstance(source, RunConfig) else read_config(source)
-    config = dataset_config(run, overrides or {}, world_size=world_size)
+    config = dataset_config(run, overrides or {}, world_size=world_size, data_parallel_size=data_parallel_size)
     if run.synthetic is not None:
         shape = {
             key: (
@@ -529,7 +566,7 @@ def apply_duration(hardware: Hardware, workload: Workload, duration: str) -> Har
         return replace(hardware, epochs=amount, max_steps=None)
     per_epoch = steps_per_epoch(workload, hardware)
     if unit == "sp":
-        batch = int(workload.config.batch_size or 1) * workload.config.data_parallel_size(hardware.world_size)
+        batch = int(workload.config.batch_size or 1) * hardware.data_parallel(workload.config.replication).size
         amount = -(-amount // batch)
     return replace(hardware, epochs=max(1, -(-amount // per_epoch)), max_steps=amount)
 
@@ -558,7 +595,10 @@ def build_run(
         for option in OPTIONS
         if option.group == "dataset" and option.name in options
     }
-    workload = load_workload(run, overrides, world_size=hardware.world_size)
+    # A mesh or data_parallel_size says how many ranks read different samples; else replication does.
+    explicit = hardware.mesh is not None or hardware.data_parallel_size is not None
+    data_parallel_size = hardware.data_parallel(None).size if explicit else None
+    workload = load_workload(run, overrides, world_size=hardware.world_size, data_parallel_size=data_parallel_size)
     duration = options.get("max_duration") or (None if "epochs" in options else run.max_duration)
     if duration is not None:
         hardware = apply_duration(hardware, workload, duration)

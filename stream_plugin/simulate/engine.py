@@ -156,7 +156,7 @@ class _Run:
         # How far ahead a download may evict (the real ``NodeClock.prefetch_reach``: two batches of
         # every worker in flight, past the other workers' lag), in steps.
         self.reach = 3 * max(hardware.workers, 1)
-        ranks = hardware.devices_per_node // (config.replication or 1) or 1
+        ranks = hardware.node_bands(hardware.data_parallel(config.replication))[0][1]  # coordinates per node
         self.readers = ranks * max(hardware.workers, 1)  # a node's (rank, worker) readers
         self.slots = self.readers * hardware.download_threads
         retry = workload.download_retry

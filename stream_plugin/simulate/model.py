@@ -14,6 +14,11 @@ from typing import Any
 import numpy as np
 
 from stream_plugin.errors import ConfigError, check_int
+from stream_plugin.order.data_parallel import (
+    DATA_PARALLEL_DIM_NAMES,
+    DataParallelLayout,
+    agree_with_replication,
+)
 from stream_plugin.order.mixing import StreamWeight
 from stream_plugin.reading.config import DatasetConfig
 
@@ -144,6 +149,12 @@ class Hardware:
     max_steps: int | None = None  # stop after this many steps (max_duration in batches); None: whole epochs
     download_threads: int = 4  # concurrent downloads of one worker's prefetcher
     prefetch_factor: int = 2  # batches each DataLoader worker keeps ready ahead of the trainer
+    # Which ranks read different samples, beside the dataset's replication: a data-parallel size
+    # (replicas on consecutive ranks), or a mesh that ranks fill row-major, ((name, size), ...), with the
+    # dims that read different samples.
+    data_parallel_size: int | None = None
+    mesh: tuple[tuple[str, int], ...] | None = None
+    data_parallel_dims: tuple[str, ...] = DATA_PARALLEL_DIM_NAMES
 
     def __post_init__(self) -> None:
         check_int("nodes", self.nodes, minimum=1, fix="pass the number of nodes")
@@ -174,6 +185,47 @@ class Hardware:
     @property
     def world_size(self) -> int:
         return self.nodes * self.devices_per_node
+
+    def data_parallel(self, replication: int | None) -> DataParallelLayout:
+        """The data-parallel coordinate of every rank: from ``mesh``, ``data_parallel_size`` or the
+        dataset's ``replication`` (which must agree with either)."""
+        if self.mesh is not None:
+            names = [name for name, _ in self.mesh]
+            shape = [size for _, size in self.mesh]
+            if int(np.prod(shape)) != self.world_size:
+                raise ConfigError(
+                    f"mesh: expected dims whose sizes multiply to the world size {self.world_size} (nodes x "
+                    f"devices_per_node), found {dict(self.mesh)}; fix the mesh or the hardware"
+                )
+            dims = [name for name in names if name in self.data_parallel_dims]
+            layout = DataParallelLayout.of_mesh(shape, names, dims or list(self.data_parallel_dims))
+            agree_with_replication(layout, replication, "mesh")
+            return layout
+        if self.data_parallel_size is not None:
+            size = check_int("data_parallel_size", self.data_parallel_size, minimum=1, fix="pass the ranks that read different samples")
+            if self.world_size % size:
+                raise ConfigError(
+                    f"data_parallel_size: expected a divisor of the world size {self.world_size}, found {size}; "
+                    f"pass one of {[d for d in range(1, self.world_size + 1) if self.world_size % d == 0]}"
+                )
+            layout = DataParallelLayout.consecutive(self.world_size, self.world_size // size)
+            agree_with_replication(layout, replication, "data_parallel_size")
+            return layout
+        return DataParallelLayout.consecutive(self.world_size, replication or 1)
+
+    def node_bands(self, layout: DataParallelLayout) -> tuple[tuple[int, int], ...]:
+        """Each node's ``(first, count)`` band of data-parallel coordinates (``DataParallelLayout.node_band``),
+        the same width on every node; a ConfigError for a layout the simulator cannot plan by node."""
+        bands = tuple(layout.node_band(node, self.devices_per_node) for node in range(self.nodes))
+        widths = {band[1] for band in bands if band is not None}
+        if any(band is None for band in bands) or len(widths) != 1:
+            raise ConfigError(
+                f"data-parallel layout: expected every node to read one aligned run of data-parallel "
+                f"coordinates of one width, found {list(bands)} ((first, count) per node, None: scattered) for "
+                f"{layout.size} coordinates on {self.nodes} nodes of {self.devices_per_node}; the simulator plans "
+                "by node: order the mesh so that each node holds whole runs of the data-parallel dims"
+            )
+        return bands  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -142,13 +142,9 @@ def epoch_steps(workload: Workload, hardware: Hardware, planner: EpochPlanner | 
     the data-parallel ranks do not split evenly over the nodes."""
     config = workload.config
     batch_size = int(config.batch_size or 1)
-    data_parallel = config.data_parallel_size(hardware.world_size)
-    if data_parallel % hardware.nodes:
-        raise ConfigError(
-            f"replication: expected data-parallel ranks ({data_parallel}) that split evenly over the "
-            f"{hardware.nodes} nodes, found replication={config.replication}; use a replication that divides "
-            "devices_per_node"
-        )
+    layout = hardware.data_parallel(config.replication)
+    hardware.node_bands(layout)  # every node reads one band of coordinates
+    data_parallel = layout.size
     global_batch = batch_size * data_parallel
     planner = build_planner(workload) if planner is None else planner
     full, rest = planner.batch_counts(global_batch_size=global_batch, device_batch_size=batch_size)
@@ -168,7 +164,8 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
     planner = build_planner(workload)
     epoch_shape = epoch_steps(workload, hardware, planner)
     global_batch, steps = epoch_shape.global_batch, epoch_shape.steps
-    band = global_batch // hardware.nodes  # the node's samples of one global batch
+    bands = hardware.node_bands(hardware.data_parallel(config.replication))
+    band = bands[0][1] * (global_batch // hardware.data_parallel(config.replication).size)  # a node's samples of a step
     canonical = config.num_canonical_nodes or hardware.nodes
     check_canonical_nodes(planner.epoch_size, canonical)
     run_steps: list[int] = []
@@ -181,7 +178,7 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
         if left is not None:
             left -= count
     sizes = epoch_shape.samples_per_step()
-    passes = _PassPlanner(workload, hardware, canonical, global_batch, band)
+    passes = _PassPlanner(workload, hardware, canonical, global_batch, band, bands)
     tasks = [
         (epoch, node, count, offset, planner.epoch_size <= _COUNT_BATCH_SHARDS_UP_TO)
         for epoch, (count, offset) in enumerate(
@@ -243,13 +240,20 @@ class _PassPlanner:
     """Plans one node's pass of one epoch (in this process, or in forked planning processes)."""
 
     def __init__(
-        self, workload: Workload, hardware: Hardware, canonical: int, global_batch: int, band: int
+        self,
+        workload: Workload,
+        hardware: Hardware,
+        canonical: int,
+        global_batch: int,
+        band: int,
+        bands: tuple[tuple[int, int], ...],
     ) -> None:
         self.workload = workload
         self.hardware = hardware
         self.canonical = canonical
         self.global_batch = global_batch
         self.band = band
+        self.bands = bands  # each node's (first, count) data-parallel coordinates
         self._built: tuple[EpochPlanner, Locator, np.ndarray, np.ndarray] | None = None
 
     def plan(
@@ -270,7 +274,7 @@ class _PassPlanner:
             # i falls in step i // batch_size) and merge their spans. Distinct shards per batch are not
             # counted here (a shard two ranks share would count twice).
             batch = int(config.batch_size or 1)
-            ranks = self.band // batch
+            first_coordinate, ranks = self.bands[node]
             for slot in range(ranks):
                 pieces = planner.rank_batch_pieces(
                     epoch,
@@ -279,9 +283,7 @@ class _PassPlanner:
                     device_batch_size=batch,
                     consumed=0,
                     global_batch_size=self.global_batch,
-                    topology=Topology(
-                        num_nodes=self.hardware.nodes, ranks_per_node=ranks, rank=node * ranks + slot
-                    ),
+                    topology=Topology(ranks_per_node=self.global_batch // batch, rank=first_coordinate + slot),
                     drop_last=config.drop_last,
                 )
                 _accumulate(pieces, locate, batch, steps, first, last, None)
@@ -293,7 +295,7 @@ class _PassPlanner:
             device_batch_size=self.band,
             consumed=0,
             global_batch_size=self.global_batch,
-            topology=Topology(num_nodes=self.hardware.nodes, rank=node),
+            topology=Topology(num_nodes=self.global_batch // self.band, rank=self.bands[node][0] // self.bands[node][1]),
             drop_last=config.drop_last,
         )
         per_step = np.zeros(steps, np.int64) if count_shards else None
