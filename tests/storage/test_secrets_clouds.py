@@ -19,7 +19,7 @@ from support.azure_sas import container_sas, signature_forms, with_wrong_signatu
 from support.azure_server import ACCOUNT, KEY, AzureContainer
 from support.datasets import write_ids
 from support.fault_proxy import FaultProxy, FaultRule
-from support.s3_server import S3Bucket
+from support.s3_server import S3Bucket, S3Keys
 from support.secret_checks import (
     as_in_a_fresh_process,
     assert_no_secrets,
@@ -34,10 +34,6 @@ from stream_plugin.errors import RemoteChangedError, StorageError
 from stream_plugin.storage import RemoteAccessDeniedError, RemoteNotFoundError
 
 SAMPLES = 60
-ACCESS_KEY_ID = "AKIDSECRETSTEST"  # an access key id names the key; it is not the secret
-S3_SECRET = "s3-Secret-Key-6b1d0e93"
-S3_TOKEN = "s3-Session-Token-2f8c4a17"
-GCS_SECRET = "gcs-Hmac-Secret-93e1c0d5"
 WRONG_KEY = KEY[:-8] + "AAAAAAA="  # Azurite's key with a wrong tail
 
 
@@ -63,15 +59,17 @@ class Access:
 
     remote: str
     options: dict[str, Any]
-    environment: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str | None] = field(default_factory=dict)  # None: the variable is unset
 
 
 @dataclass(frozen=True)
 class Place:
     """One place a user puts a secret, for one store.
 
-    ``access(store, endpoint, prefix, right)`` builds the remote for ``prefix`` served at ``endpoint``
-    (``host:port``: the server, a proxy or a closed port) with the right secret or a wrong one.
+    ``access(target, endpoint, prefix, right)`` builds the remote for ``prefix`` served at ``endpoint``
+    (``host:port``: the server, a proxy or a closed port) with the right secret or a wrong one. The
+    target is the ``AzureContainer``, or an ``S3Reader``: moto enforces auth throughout these tests, so
+    only its IAM's keys, with the right secret (and session token), read anything.
     """
 
     name: str
@@ -83,52 +81,80 @@ class Place:
         return self.name
 
 
-def s3_options_boto3_names(bucket: S3Bucket, endpoint: str, prefix: str, right: bool) -> Access:
+@dataclass(frozen=True)
+class S3Reader:
+    """A bucket on moto and keys its IAM knows (GCS's HMAC places use the user's key as theirs)."""
+
+    bucket: S3Bucket
+    keys: S3Keys
+
+    def key(self, *, session: bool, right: bool) -> tuple[str, str, str | None]:
+        """(key id, secret, session token): the user's key or the session's, its secret wrong unless
+        ``right`` (moto then answers 403 SignatureDoesNotMatch)."""
+        keys = self.keys
+        found = (keys.session_key_id, keys.session_secret, keys.session_token) if session else (
+            keys.key_id, keys.secret, None
+        )
+        return found if right else (found[0], wrong(found[1]), found[2])
+
+
+def wrong(secret: str) -> str:
+    """The secret with a wrong tail, as long as the right one."""
+    return secret[:-6] + ("WRONG6" if secret[-6:] != "WRONG6" else "wrong6")
+
+
+def s3_options_boto3_names(
+    reader: S3Reader, endpoint: str, prefix: str, right: bool, *, session: bool = False
+) -> Access:
+    key_id, secret, token = reader.key(session=session, right=right)
     options = {
         "endpoint_url": f"http://{endpoint}",
-        "aws_access_key_id": ACCESS_KEY_ID,
-        "aws_secret_access_key": S3_SECRET,
+        "aws_access_key_id": key_id,
+        "aws_secret_access_key": secret,
         "region_name": "us-east-1",
     }
-    return Access(bucket.url(prefix), options)
+    if token is not None:
+        options["aws_session_token"] = token
+    return Access(reader.bucket.url(prefix), options)
 
 
-def s3_options_our_names(bucket: S3Bucket, endpoint: str, prefix: str, right: bool) -> Access:
-    options = {
-        "endpoint_url": f"http://{endpoint}",
-        "access_key_id": ACCESS_KEY_ID,
-        "secret_access_key": S3_SECRET,
-    }
-    return Access(bucket.url(prefix), options)
+def s3_options_our_names(reader: S3Reader, endpoint: str, prefix: str, right: bool) -> Access:
+    key_id, secret, _ = reader.key(session=False, right=right)
+    options = {"endpoint_url": f"http://{endpoint}", "access_key_id": key_id, "secret_access_key": secret}
+    return Access(reader.bucket.url(prefix), options)
 
 
-def s3_environment(bucket: S3Bucket, endpoint: str, prefix: str, right: bool) -> Access:
+def s3_environment(
+    reader: S3Reader, endpoint: str, prefix: str, right: bool, *, session: bool = False
+) -> Access:
+    key_id, secret, token = reader.key(session=session, right=right)
     environment = {
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
-        "AWS_SECRET_ACCESS_KEY": S3_SECRET,
+        "AWS_ACCESS_KEY_ID": key_id,
+        "AWS_SECRET_ACCESS_KEY": secret,
+        "AWS_SESSION_TOKEN": token,  # None unsets the token s3_bucket's test credentials hold
         "S3_ENDPOINT_URL": f"http://{endpoint}",
     }
-    return Access(bucket.url(prefix), {}, environment)
+    return Access(reader.bucket.url(prefix), {}, environment)
 
 
-def s3_session_token_option(bucket: S3Bucket, endpoint: str, prefix: str, right: bool) -> Access:
-    found = s3_options_boto3_names(bucket, endpoint, prefix, right)
-    return Access(found.remote, {**found.options, "aws_session_token": S3_TOKEN})
+def s3_session_token_option(reader: S3Reader, endpoint: str, prefix: str, right: bool) -> Access:
+    return s3_options_boto3_names(reader, endpoint, prefix, right, session=True)
 
 
-def s3_session_token_environment(bucket: S3Bucket, endpoint: str, prefix: str, right: bool) -> Access:
-    found = s3_environment(bucket, endpoint, prefix, right)
-    return Access(found.remote, found.options, {**found.environment, "AWS_SESSION_TOKEN": S3_TOKEN})
+def s3_session_token_environment(reader: S3Reader, endpoint: str, prefix: str, right: bool) -> Access:
+    return s3_environment(reader, endpoint, prefix, right, session=True)
 
 
-def gcs_hmac_options(bucket: S3Bucket, endpoint: str, prefix: str, right: bool) -> Access:
-    options = {"endpoint_url": f"http://{endpoint}", "hmac_key_id": ACCESS_KEY_ID, "hmac_secret": GCS_SECRET}
-    return Access(f"gs://{bucket.name}/{prefix}", options)
+def gcs_hmac_options(reader: S3Reader, endpoint: str, prefix: str, right: bool) -> Access:
+    key_id, secret, _ = reader.key(session=False, right=right)
+    options = {"endpoint_url": f"http://{endpoint}", "hmac_key_id": key_id, "hmac_secret": secret}
+    return Access(f"gs://{reader.bucket.name}/{prefix}", options)
 
 
-def gcs_hmac_environment(bucket: S3Bucket, endpoint: str, prefix: str, right: bool) -> Access:
-    environment = {"GCS_KEY": ACCESS_KEY_ID, "GCS_SECRET": GCS_SECRET}
-    return Access(f"gs://{bucket.name}/{prefix}", {"endpoint_url": f"http://{endpoint}"}, environment)
+def gcs_hmac_environment(reader: S3Reader, endpoint: str, prefix: str, right: bool) -> Access:
+    key_id, secret, _ = reader.key(session=False, right=right)
+    environment: dict[str, str | None] = {"GCS_KEY": key_id, "GCS_SECRET": secret}
+    return Access(f"gs://{reader.bucket.name}/{prefix}", {"endpoint_url": f"http://{endpoint}"}, environment)
 
 
 def azure_sas_in_url(container: AzureContainer, endpoint: str, prefix: str, right: bool) -> Access:
@@ -164,14 +190,16 @@ def azure_environment(container: AzureContainer, endpoint: str, prefix: str, rig
 
 # Azure's keys are base64: the part before the "/" is checked too, in case a message cuts the key there.
 AZURE_KEYS = (KEY, WRONG_KEY, KEY[:24], WRONG_KEY[-24:])
+# The S3 places' secrets come from moto's IAM (see Rig.secrets); these name which ones each place holds.
+USER_SECRET, SESSION_SECRETS = ("secret",), ("session_secret", "session_token")
 PLACES = (
-    Place("s3-options-boto3-names", "s3", s3_options_boto3_names, (S3_SECRET,)),
-    Place("s3-options-our-names", "s3", s3_options_our_names, (S3_SECRET,)),
-    Place("s3-environment", "s3", s3_environment, (S3_SECRET,)),
-    Place("s3-session-token-option", "s3", s3_session_token_option, (S3_SECRET, S3_TOKEN)),
-    Place("s3-session-token-environment", "s3", s3_session_token_environment, (S3_SECRET, S3_TOKEN)),
-    Place("gcs-hmac-options", "s3", gcs_hmac_options, (GCS_SECRET,)),
-    Place("gcs-hmac-environment", "s3", gcs_hmac_environment, (GCS_SECRET,)),
+    Place("s3-options-boto3-names", "s3", s3_options_boto3_names, USER_SECRET),
+    Place("s3-options-our-names", "s3", s3_options_our_names, USER_SECRET),
+    Place("s3-environment", "s3", s3_environment, USER_SECRET),
+    Place("s3-session-token-option", "s3", s3_session_token_option, SESSION_SECRETS),
+    Place("s3-session-token-environment", "s3", s3_session_token_environment, SESSION_SECRETS),
+    Place("gcs-hmac-options", "s3", gcs_hmac_options, USER_SECRET),
+    Place("gcs-hmac-environment", "s3", gcs_hmac_environment, USER_SECRET),
     Place("azure-sas-in-url", "azure", azure_sas_in_url, ()),  # the secrets are the signatures: see Rig
     Place("azure-account-key-option", "azure", azure_account_key_option, AZURE_KEYS),
     Place("azure-connection-string-option", "azure", azure_connection_string_option, AZURE_KEYS),
@@ -189,29 +217,42 @@ class Rig:
     host: str
     port: int
     monkeypatch: pytest.MonkeyPatch
+    keys: S3Keys | None = None  # an S3 place's: moto's IAM knows them
 
     def access(self, *, endpoint: str | None = None, prefix: str = "ds", right: bool = True) -> Access:
-        found = self.place.access(self.server, endpoint or f"{self.host}:{self.port}", prefix, right)
+        target = self.server if self.keys is None else S3Reader(self.server, self.keys)
+        found = self.place.access(target, endpoint or f"{self.host}:{self.port}", prefix, right)
         for name, value in found.environment.items():
-            self.monkeypatch.setenv(name, value)
+            if value is None:
+                self.monkeypatch.delenv(name, raising=False)
+            else:
+                self.monkeypatch.setenv(name, value)
         return found
 
     @property
     def secrets(self) -> tuple[str, ...]:
+        if self.keys is not None:
+            values = [getattr(self.keys, name) for name in self.place.secrets]
+            return (*values, *map(wrong, values))
         if self.place.name != "azure-sas-in-url":
             return self.place.secrets
         right = container_sas(self.server)  # the same token as the one handed out (a fixed expiry)
         return (*signature_forms(right), *signature_forms(with_wrong_signature(right)))
 
-    def denied(self) -> AbstractContextManager[None]:
-        """Inside, the wrong secret is refused: moto checks keys only while enforcing auth."""
-        if self.place.store == "s3":
-            return self.server.server.enforce_auth()
-        return nullcontext()
-
     def rewrite_index(self) -> None:
         """The index rewritten under the same name, as a writer re-publishing the dataset does."""
-        self.server.put("ds/index.json", self.server.get("ds/index.json") + b"\n")
+        with self.enforced(False):
+            self.server.put("ds/index.json", self.server.get("ds/index.json") + b"\n")
+
+    def enforced(self, enforce: bool = True) -> AbstractContextManager[None]:
+        """Inside, moto refuses (or, with ``enforce=False``, accepts) any key its IAM does not know;
+        Azurite always checks."""
+        return nullcontext() if self.keys is None else self.server.server.enforce_auth(enforce)
+
+
+def s3_rig(place: Place, bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch, host: str, port: int) -> Rig:
+    """An S3 place's rig: keys made in moto's IAM (before auth is enforced)."""
+    return Rig(place, bucket, host, port, monkeypatch, bucket.server.create_reader_keys())
 
 
 @pytest.fixture(params=PLACES, ids=[place.name for place in PLACES])
@@ -225,7 +266,13 @@ def rig(
     if place.store == "azure":
         monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")  # each place names its own account
     server.upload_folder(dataset_folder, "ds")
-    yield Rig(place, server, server.server.host, server.server.port, monkeypatch)
+    host, port = server.server.host, server.server.port
+    if place.store == "azure":
+        yield Rig(place, server, host, port, monkeypatch)
+        return
+    rig = s3_rig(place, server, monkeypatch, host, port)
+    with rig.enforced():
+        yield rig
 
 
 def all_seen(rig: Rig, error: BaseException | None, caplog: Any, capfd: Any, local: Path, *more: str) -> None:
@@ -263,7 +310,7 @@ def test_a_refused_secret_is_access_denied_and_shows_no_secret(
     rig: Rig, tmp_path: Path, debug_logs: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
     access = rig.access(right=False)
-    with rig.denied(), pytest.raises(RemoteAccessDeniedError) as raised:
+    with pytest.raises(RemoteAccessDeniedError) as raised:
         read_ids(access.remote, tmp_path / "cache", access.options)
     all_seen(rig, raised.value, debug_logs, capfd, tmp_path / "cache")
 
@@ -302,9 +349,9 @@ def test_a_truncated_shard_shows_no_secret(
     for name in ("S3_ENDPOINT_URL", "AWS_ENDPOINT_URL", "GCS_KEY", "GCS_SECRET"):
         monkeypatch.delenv(name, raising=False)
     s3_bucket.upload_folder(dataset_folder, "ds")
-    rig = Rig(place, s3_bucket, s3_bucket.server.host, s3_bucket.server.port, monkeypatch)
+    rig = s3_rig(place, s3_bucket, monkeypatch, s3_bucket.server.host, s3_bucket.server.port)
     upstream = (rig.host, rig.port)
-    with FaultProxy(upstream, [FaultRule("truncate", path_contains="shard")]) as proxy:
+    with rig.enforced(), FaultProxy(upstream, [FaultRule("truncate", path_contains="shard")]) as proxy:
         access = rig.access(endpoint=f"127.0.0.1:{proxy.port}")
         with pytest.raises(StorageError, match="IncompleteRead|truncated") as raised:
             read_ids(access.remote, tmp_path / "cache", access.options)

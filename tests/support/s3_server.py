@@ -38,6 +38,30 @@ CREDENTIALS = {
 }
 
 
+ALLOW_S3 = json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+)
+TRUST_THE_ACCOUNT = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+)
+
+
+@dataclass(frozen=True)
+class S3Keys:
+    """Keys moto's IAM accepts while auth is enforced: a user's, and an assumed role's session keys."""
+
+    key_id: str
+    secret: str
+    session_key_id: str
+    session_secret: str
+    session_token: str
+
+
 @dataclass
 class S3Server:
     """A running moto server: ``endpoint_url`` and a boto3 ``client()`` for arranging test data."""
@@ -47,10 +71,10 @@ class S3Server:
     port: int
     _names: Iterator[int] = field(default_factory=itertools.count)
 
-    def client(self, **config: Any) -> Any:
+    def client(self, service: str = "s3", **config: Any) -> Any:
         """A signed boto3 client for the server, independent of the environment."""
         return boto3.client(
-            "s3",
+            service,
             endpoint_url=self.endpoint_url,
             region_name=REGION,
             aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
@@ -59,17 +83,44 @@ class S3Server:
         )
 
     @contextmanager
-    def enforce_auth(self) -> Iterator[None]:
-        """Inside, moto checks every request against its IAM: the test keys get 403 InvalidAccessKeyId.
+    def enforce_auth(self, enforce: bool = True) -> Iterator[None]:
+        """Inside, moto checks every request against its IAM: the test keys get 403 InvalidAccessKeyId,
+        a wrong secret 403 SignatureDoesNotMatch, a wrong session token 403 InvalidToken; only keys
+        from ``create_reader_keys`` pass. ``enforce=False`` turns the checks off inside instead.
 
         moto ignores bucket policies and signatures by default; this turns its IAM checks on through
         its ``/moto-api/reset-auth`` control endpoint and restores the previous setting afterwards.
         """
-        previous = self._set_auth_free_requests("0")
+        previous = self._set_auth_free_requests("0" if enforce else "1000000000")
         try:
             yield
         finally:
             self._set_auth_free_requests(previous)
+
+    def create_reader_keys(self) -> S3Keys:
+        """Keys moto's IAM knows (call with auth not enforced), allowed every S3 action: a new user's
+        access key, and the session keys of a role that user's account assumed."""
+        name = f"reader-{os.getpid()}-{next(self._names)}"
+        botocore_logs = logging.getLogger("botocore")
+        level = botocore_logs.level
+        botocore_logs.setLevel(logging.WARNING)  # its DEBUG records show the answers, secrets and all
+        try:
+            iam, sts = self.client(service="iam"), self.client(service="sts")
+            iam.create_user(UserName=name)
+            iam.put_user_policy(UserName=name, PolicyName="s3", PolicyDocument=ALLOW_S3)
+            key = iam.create_access_key(UserName=name)["AccessKey"]
+            role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=TRUST_THE_ACCOUNT)["Role"]
+            iam.put_role_policy(RoleName=name, PolicyName="s3", PolicyDocument=ALLOW_S3)
+            session = sts.assume_role(RoleArn=role["Arn"], RoleSessionName=name)["Credentials"]
+        finally:
+            botocore_logs.setLevel(level)
+        return S3Keys(
+            key["AccessKeyId"],
+            key["SecretAccessKey"],
+            session["AccessKeyId"],
+            session["SecretAccessKey"],
+            session["SessionToken"],
+        )
 
     def _set_auth_free_requests(self, count: str) -> str:
         request = urllib.request.Request(
