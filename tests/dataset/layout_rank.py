@@ -55,6 +55,7 @@ def build(scenario: dict[str, Any], remote: str, cache: str, states: dict[str, A
         shuffle=True,
         shuffle_seed=seed,
         num_canonical_nodes=2,
+        cache_limit=scenario.get("cache_limit"),
         **options,
     )
     check = truth if scenario.get("check", "truth") == "truth" else True
@@ -66,7 +67,8 @@ def build(scenario: dict[str, Any], remote: str, cache: str, states: dict[str, A
     return dataset, loader
 
 
-def run(scenario: dict[str, Any], remote: str, cache: str, states: dict[str, Any]) -> dict[str, Any]:
+def run(scenario: dict[str, Any], remote: str, cache: str, states: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The scenario's result, and its dataset (None after an error)."""
     try:
         dataset, loader = build(scenario, remote, cache, states)
         batches: list[list[int]] = []
@@ -87,9 +89,9 @@ def run(scenario: dict[str, Any], remote: str, cache: str, states: dict[str, Any
             "state": state,
             "coordinate": dataset.data_parallel_rank,
             "size": dataset.data_parallel_size,
-        }
+        }, dataset
     except Exception as error:  # reported, so the test can match the message on every rank
-        return {"error": type(error).__name__, "message": str(error)}
+        return {"error": type(error).__name__, "message": str(error)}, None
 
 
 def main() -> None:
@@ -102,7 +104,11 @@ def main() -> None:
     states: dict[str, Any] = {}
     results = {}
     for scenario in json.loads(args.scenarios):
-        results[scenario["name"]] = run(scenario, args.remote, args.cache, states)
+        result, dataset = run(scenario, args.remote, args.cache, states)
+        dist.barrier()  # every rank of the node has read: its node's counters are complete
+        if dataset is not None:
+            result["node_downloads"] = dataset.node_stats().shards_downloaded
+        results[scenario["name"]] = result
         dist.barrier()
     print(json.dumps(results))
     dist.destroy_process_group()

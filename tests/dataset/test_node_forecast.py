@@ -21,7 +21,7 @@ NODES, RANKS_PER_NODE, WORKERS, DEVICE_BATCH = 2, 2, 2, 2
 GLOBAL_BATCH = NODES * RANKS_PER_NODE * DEVICE_BATCH  # 1,000 samples: 125 whole global batches
 
 
-def _dataset(remote: Path, cache: Path, rank: int) -> StreamingDataset:
+def _dataset(remote: Path, cache: Path, rank: int, replication: int | None = None) -> StreamingDataset:
     world = World(
         rank=rank,
         world_size=NODES * RANKS_PER_NODE,
@@ -37,6 +37,7 @@ def _dataset(remote: Path, cache: Path, rank: int) -> StreamingDataset:
         num_canonical_nodes=NODES,
         cache_limit="1mb",
         world=world,
+        replication=replication,
     )
 
 
@@ -126,3 +127,40 @@ def test_device_per_stream_batching_plans_no_future(remote_1k: Path, tmp_path: P
         batching_method="device_per_stream",
     )
     assert forecast is None
+
+
+def test_a_node_whose_ranks_are_replicas_elsewhere_forecasts_the_coordinates_it_reads(
+    remote_1k: Path, tmp_path: Path
+) -> None:
+    """(tp=2, dp=2) with tp outermost on 2 nodes of 2: node 1 holds ranks 2 and 3, coordinates 0 and 1,
+    so it reads every column of the batch; its future covers the reads of both, and nothing else."""
+    from stream_plugin.order.data_parallel import DataParallelLayout
+
+    layout = DataParallelLayout(size=2, coordinates=(0, 1, 0, 1))
+    global_batch = 2 * DEVICE_BATCH
+    plan = IterationPlan(epoch=1, start=0, epoch_batch_size=global_batch, num_canonical_nodes=NODES)
+    dataset = _dataset(remote_1k, tmp_path / "cache", rank=2, replication=2)  # its global batch: 2 coordinates
+    forecaster = NodeForecaster(dataset.plan.planner, dataset.plan.table.locate, len(dataset.shards))
+    node_shards: set[int] = set()
+    future = None
+    for rank in (2, 3):
+        topology = Topology(NODES, RANKS_PER_NODE, 0, rank=rank, data_parallel=layout)
+        forecast = forecaster.forecast(
+            plan,
+            topology,
+            device_batch_size=DEVICE_BATCH,
+            global_batch_size=global_batch,
+            rows_per_epoch=1000 // global_batch,
+            drop_last=False,
+            batching_method="random",
+        )
+        assert forecast is not None
+        future, clock = forecast
+        assert (clock.ranks, clock.slot) == (2, layout.coordinates[rank])
+        shards = dataset.plan.table.locate(sample_ids(dataset, plan, topology))[0]  # (n,)
+        times = np.array([clock.time(p) + clock.num_workers * clock.width for p in range(len(shards))])
+        assert (future.first[0, shards] <= times).all()
+        assert (times <= future.last[0, shards]).all()
+        node_shards |= set(shards.tolist())
+    assert future is not None
+    assert set(np.flatnonzero(future.first[0] != NEVER).tolist()) == node_shards

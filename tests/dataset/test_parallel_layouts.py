@@ -39,6 +39,7 @@ LAYOUTS = {
     "dp2_cp4": {"mesh": ["dp", "cp"], "shape": [2, 4], "dp": ["dp"]},
     "cp4_dp2": {"mesh": ["cp", "dp"], "shape": [4, 2], "dp": ["dp"], "workers": 2},
     "ints_tp_dp": {"mesh": ["tp", "dp"], "shape": [2, 4], "dp": ["dp"], "form": "ints"},
+    "tp_dp_limited": {"mesh": ["tp", "dp"], "shape": [2, 4], "dp": ["dp"], "cache_limit": "12kb"},
     "hsdp_tp": {"mesh": ["dp_replicate", "dp_shard", "tp"], "shape": [2, 2, 2], "dp": ["dp_replicate", "dp_shard"]},
 }
 RESUMED = {
@@ -139,6 +140,25 @@ def test_a_layout_reads_the_batches_of_a_plain_data_parallel_run(
         assert len(steps) == len(reference)
         counted = sorted(i for result in results for i in result["counted"])
         assert counted == list(range(SAMPLES))
+
+
+def shard_of(remote: Path) -> np.ndarray:
+    """The shard of each sample id, from the index the writer wrote."""
+    index = json.loads((remote / "index.json").read_text())
+    return np.repeat(np.arange(len(index["shards"])), [shard["samples"] for shard in index["shards"]])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(LAYOUTS) - {"dp4_tp2", "tp_dp_limited"}))
+def test_a_node_downloads_each_shard_its_ranks_read_once(
+    name: str, job: dict[str, list[dict[str, Any]]], remote: Path
+) -> None:
+    """However many of a node's ranks are replicas, the node's cache downloads a shard once."""
+    shards = shard_of(remote)
+    for node in range(WORLD // RANKS_PER_NODE):
+        ranks = range(node * RANKS_PER_NODE, (node + 1) * RANKS_PER_NODE)
+        read = {int(shards[i]) for r in ranks for batch in job[name][r]["batches"] for i in batch}
+        assert {job[name][r]["node_downloads"] for r in ranks} == {len(read)}
 
 
 @pytest.mark.slow
