@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,8 @@ class RunConfig:
     checkpoints: str
     tag: str
     devices: int = 1
+    tensor_parallel: int = 1  # > 1: ModelParallelStrategy (devices / this, this) and TensorParallelModel
+    replication: int | None = None  # the train DatasetSpec's
     num_workers: int = 0
     max_epochs: int = 3
     global_batch_size: int = GLOBAL_BATCH
@@ -125,8 +128,11 @@ class RecordingModel(pl.LightningModule):
         if self.config.print_progress and self.global_rank == 0:
             # A test waits on these lines to send a signal at a chosen point, without polling files.
             print(f"{PROGRESS_PREFIX}{self.current_epoch} {batch_idx}", flush=True)
-        prediction = self.layer(batch["x"]).squeeze(-1)
+        prediction = self.regress(batch["x"]).squeeze(-1)
         return torch.nn.functional.mse_loss(prediction, batch["y"])
+
+    def regress(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         if batch_idx == 0:
@@ -145,6 +151,32 @@ class RecordingModel(pl.LightningModule):
         total = int(self.trainer.estimated_stepping_batches)
         scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.05, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+class TensorParallelModel(RecordingModel):
+    """``RecordingModel`` whose regressor is a two-layer MLP split over the mesh's tensor-parallel ranks
+    (column-wise, then row-wise): each rank of a tensor-parallel group holds half of every layer, so the
+    group's ranks must see the same batch."""
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.layer.requires_grad_(False)  # unused here: it would have no optimizer state to restore
+        self.up = torch.nn.Linear(4, 8)
+        self.down = torch.nn.Linear(8, 1)
+
+    def configure_model(self) -> None:
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        plan = {"up": ColwiseParallel(), "down": RowwiseParallel()}
+        parallelize_module(self, self.device_mesh["tensor_parallel"], plan)  # type: ignore[arg-type]
+
+    def regress(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(x)))
+
+    def configure_optimizers(self) -> Any:
+        # With momentum: Lightning 2.6 cannot load a full ModelParallelStrategy checkpoint whose optimizer
+        # state is empty (plain SGD), _rekey_optimizer_state_if_needed indexes its first entry.
+        return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
 
 
 class _WriteMarker(Callback):
@@ -220,7 +252,7 @@ def build_callbacks(config: RunConfig) -> list[Callback]:
 def build_datamodule(config: RunConfig) -> StreamingDataModule:
     specs = dataset_specs(Path(config.remote), Path(config.cache))
     return StreamingDataModule(
-        train=specs["train"],
+        train=replace(specs["train"], replication=config.replication),
         val=specs["val"] if config.val else None,
         batch_size=config.batch_size,
         global_batch_size=config.global_batch_size,
@@ -229,11 +261,23 @@ def build_datamodule(config: RunConfig) -> StreamingDataModule:
     )
 
 
+def build_strategy(config: RunConfig) -> Any:
+    if config.tensor_parallel > 1:
+        from lightning.pytorch.strategies import ModelParallelStrategy
+
+        return ModelParallelStrategy(
+            data_parallel_size=config.devices // config.tensor_parallel,
+            tensor_parallel_size=config.tensor_parallel,
+            save_distributed_checkpoint=False,  # one file, as PreemptionCheckpoint writes it
+        )
+    return "ddp" if config.devices > 1 else "auto"
+
+
 def build_trainer(config: RunConfig) -> pl.Trainer:
     return pl.Trainer(
         accelerator="cpu",
         devices=config.devices,
-        strategy="ddp" if config.devices > 1 else "auto",
+        strategy=build_strategy(config),
         max_epochs=config.max_epochs,
         callbacks=build_callbacks(config),
         logger=False,
@@ -264,18 +308,21 @@ def run(config: RunConfig) -> tuple[RecordingModel, StreamingDataModule, pl.Trai
     quiet()
     Path(config.records).mkdir(parents=True, exist_ok=True)
     pl.seed_everything(0, verbose=False)
-    model = RecordingModel(config)
+    model = TensorParallelModel(config) if config.tensor_parallel > 1 else RecordingModel(config)
     datamodule = build_datamodule(config)
     trainer = build_trainer(config)
     trainer.fit(model, datamodule=datamodule, ckpt_path=config.ckpt_path)
     return model, datamodule, trainer
 
 
-def read_records(records: Path, tag: str) -> dict[int, dict[str, Any]]:
-    """step -> {"epoch", "batch", "ids" (the global batch: rank 0's ids, then rank 1's, ...)} for one run."""
+def read_records(records: Path, tag: str, ranks: Sequence[int] | None = None) -> dict[int, dict[str, Any]]:
+    """step -> {"epoch", "batch", "ids" (the global batch: rank 0's ids, then rank 1's, ...)} for one run;
+    ``ranks``: only those ranks' files, in that order (one rank per data-parallel coordinate)."""
     per_rank = sorted(
         records.glob(f"{tag}-rank*.jsonl"), key=lambda path: int(path.stem.rsplit("rank", 1)[1])
     )
+    if ranks is not None:
+        per_rank = [records / f"{tag}-rank{rank}.jsonl" for rank in ranks]
     steps: dict[int, dict[str, Any]] = {}
     for path in per_rank:
         for line in path.read_text().splitlines():

@@ -12,6 +12,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin_lightning import StreamingDataModule
 from stream_plugin_lightning.batch_sizes import BatchSizes, resolve_batch_sizes
 from stream_plugin_lightning.loaders import EvalLoader
+from stream_plugin_lightning.mesh import DataParallelMesh
 
 
 @pytest.mark.parametrize(
@@ -115,3 +116,15 @@ def test_fit_without_train_data_is_explained(lightning_data: Path) -> None:
     specs = dataset_specs(lightning_data / "remote", lightning_data / "cache")
     with pytest.raises(ConfigError, match="expected train data for fit, found train=None"):
         StreamingDataModule(val=specs["val"], batch_size=4).setup("fit")
+
+
+def test_under_a_device_mesh_batch_sizes_count_its_data_parallel_ranks() -> None:
+    # ModelParallelStrategy(data_parallel_size=2, tensor_parallel_size=2) on 4 ranks: 2 read data.
+    mesh = DataParallelMesh(mesh=None, dims=("data_parallel",), size=2)
+    assert resolve_batch_sizes(None, 8, 4, mesh=mesh) == BatchSizes(per_device=4, data_parallel_size=2)
+    with pytest.raises(
+        ConfigError,
+        match=r"batch_size: expected batch_size x 2 data-parallel ranks \(device mesh dims \['data_parallel'\] "
+        r"of world size 4\) = global_batch_size=8, found 2 x 2 = 4; set batch_size=4",
+    ):
+        resolve_batch_sizes(2, 8, 4, mesh=mesh)

@@ -26,7 +26,9 @@ def _defaults(spec: type) -> dict[str, object]:
 
 
 def test_dataset_spec_has_every_dataset_argument_with_its_default() -> None:
-    expected = _parameters(StreamingDataset.__init__, skip={"batch_size", "world"})
+    # The DataModule fills in the batch size, the world and the data-parallel layout (from the strategy).
+    layout = {"data_parallel_mesh", "data_parallel_rank", "data_parallel_size"}
+    expected = _parameters(StreamingDataset.__init__, skip={"batch_size", "world", *layout})
     assert _defaults(DatasetSpec) == expected
 
 

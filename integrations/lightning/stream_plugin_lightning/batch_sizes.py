@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stream_plugin.errors import ConfigError
+from stream_plugin_lightning.mesh import DataParallelMesh
 
 
 def _divisors(number: int) -> list[int]:
@@ -29,18 +30,28 @@ class BatchSizes:
 
 
 def resolve_batch_sizes(
-    batch_size: int | None, global_batch_size: int | None, world_size: int, replication: int = 1
+    batch_size: int | None,
+    global_batch_size: int | None,
+    world_size: int,
+    replication: int = 1,
+    mesh: DataParallelMesh | None = None,
 ) -> BatchSizes:
-    """Derive or check the per-device batch size for ``world_size`` ranks (``replication`` share data)."""
-    if world_size % replication:
-        raise ConfigError(
-            f"replication: expected a divisor of the world size {world_size}, found {replication}; "
-            f"choose one of {_divisors(world_size)}"
+    """Derive or check the per-device batch size for ``world_size`` ranks, of which the data-parallel
+    ``mesh`` dims (when the strategy has a mesh), else ``world_size / replication``, read different data."""
+    if mesh is not None:
+        ranks = mesh.size
+        where = f"{ranks} data-parallel rank{'s' if ranks != 1 else ''} (device mesh dims {list(mesh.dims)}"
+        where += f" of world size {world_size})"
+    else:
+        if world_size % replication:
+            raise ConfigError(
+                f"replication: expected a divisor of the world size {world_size}, found {replication}; "
+                f"choose one of {_divisors(world_size)}"
+            )
+        ranks = world_size // replication
+        where = f"{ranks} data-parallel rank{'s' if ranks != 1 else ''} (world size {world_size}" + (
+            f" / replication {replication})" if replication != 1 else ")"
         )
-    ranks = world_size // replication
-    where = f"{ranks} data-parallel rank{'s' if ranks != 1 else ''} (world size {world_size}" + (
-        f" / replication {replication})" if replication != 1 else ")"
-    )
     if batch_size is None and global_batch_size is None:
         raise ConfigError(
             "StreamingDataModule: expected batch_size (per device) or global_batch_size, found neither; "

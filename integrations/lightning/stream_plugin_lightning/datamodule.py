@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 
-from stream_plugin import StreamingDataset, World, detect_world
+from stream_plugin import StreamingDataset, World, detect_world, mesh_coordinates
 from stream_plugin.errors import ConfigError, StateError, check_int
 from stream_plugin.preemption import WorkerSignalGuard
 from stream_plugin_lightning.batch_sizes import BatchSizes, resolve_batch_sizes
 from stream_plugin_lightning.loaders import EvalLoader, TrainLoader
+from stream_plugin_lightning.mesh import DataParallelMesh, data_parallel_mesh
 from stream_plugin_lightning.progress import TrainPosition, batches_per_epoch, state_at, train_position
 from stream_plugin_lightning.specs import DatasetSpec, as_dataset_spec
 
@@ -101,6 +102,15 @@ class StreamingDataModule(pl.LightningDataModule):
         worker_init_fn: called in each worker with its id. Workers outlive SIGTERM and SIGUSR1 sent to
             the whole process group, so that only the training processes act on them; a SIGTERM from
             their own training process still ends them (stream_plugin.preemption.WorkerSignalGuard).
+        data_parallel_dims: under a strategy with a ``device_mesh`` (``ModelParallelStrategy``), the
+            names of its dims whose ranks read different samples; the other dims (tensor, context,
+            pipeline parallel) get the same batches. Default: the dims named ``data_parallel``,
+            ``dp``, ``dp_replicate``, ``dp_shard``, ``data_parallel_replicate`` or
+            ``data_parallel_shard``. Batch sizes then count data-parallel ranks (docs/parallelism.md).
+        check_layout: at the first batch of training and of every evaluation loader, the ranks compare
+            a digest of their first batch against the layout the strategy implies (its mesh, else
+            every rank its own data), and stop with an error naming the ranks and the fix when they
+            disagree (a wrong ``replication``, a rank-dependent seed). One collective per pass start.
 
     A plain dict of DatasetSpec fields is accepted for each split; the annotation stays
     DatasetSpec so that LightningCLI checks a YAML file against the fields and their choices.
@@ -125,6 +135,8 @@ class StreamingDataModule(pl.LightningDataModule):
         multiprocessing_context: Literal["fork", "spawn", "forkserver"] | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
         worker_init_fn: Callable[[int], None] | None = None,
+        data_parallel_dims: Sequence[str] | None = None,
+        check_layout: bool = True,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -165,7 +177,14 @@ class StreamingDataModule(pl.LightningDataModule):
             "collate_fn": collate_fn,
             "worker_init_fn": WorkerSignalGuard(worker_init_fn),
         }
+        self.data_parallel_dims = None if data_parallel_dims is None else tuple(data_parallel_dims)
+        self.check_layout = bool(check_layout)
         self.datasets: dict[Split, StreamingDataset] = {}
+        # The strategy's data-parallel sub-mesh (None: every rank reads its own data), read once.
+        self._mesh: DataParallelMesh | None = None
+        self._mesh_read = False
+        # The data-parallel coordinate of every rank as the strategy sees it, for the first-batch check.
+        self._true_coordinates: tuple[int, ...] | None = None
         self._batch_sizes: BatchSizes | None = None
         # The restored training state, kept for explanations (and applied if setup comes later).
         self._restored_train_state: dict[str, Any] | None = None
@@ -174,9 +193,28 @@ class StreamingDataModule(pl.LightningDataModule):
     def build_dataset(self, split: Split, spec: DatasetSpec, batch_size: int) -> StreamingDataset:
         """Make one split's dataset; override to use a ``StreamingDataset`` subclass.
 
-        An override should pass ``world=self.world()`` on, so that a multi-node run knows its node layout.
+        An override should pass ``world=self.world()`` and ``**self.data_parallel_kwargs()`` on, so that a
+        multi-node run knows its node layout and a model-parallel one its data-parallel ranks.
         """
-        return StreamingDataset(batch_size=batch_size, world=self.world(), **spec.dataset_kwargs())
+        return StreamingDataset(
+            batch_size=batch_size, world=self.world(), **self.data_parallel_kwargs(), **spec.dataset_kwargs()
+        )
+
+    def data_parallel_kwargs(self) -> dict[str, Any]:
+        """``{"data_parallel_mesh": sub-mesh}`` under a strategy with a device mesh, else ``{}``."""
+        mesh = self.data_parallel_mesh()
+        return {} if mesh is None else {"data_parallel_mesh": mesh.mesh}
+
+    def data_parallel_mesh(self) -> DataParallelMesh | None:
+        """The data-parallel dims of the attached Trainer's strategy mesh; None without a mesh (DDP, FSDP,
+        DeepSpeed, one process) or without a Trainer."""
+        trainer = self._trainer_or_none()
+        if trainer is None:
+            return None
+        if not self._mesh_read:
+            self._mesh = data_parallel_mesh(trainer.strategy, self.data_parallel_dims)
+            self._mesh_read = True
+        return self._mesh
 
     def world(self) -> World:
         """This process's place in the job: from the attached Trainer, else detected from the environment."""
@@ -197,12 +235,33 @@ class StreamingDataModule(pl.LightningDataModule):
             self.datasets[split] = self.build_dataset(split, spec, self._device_batch_size(split))
             if split == "train" and self._restored_train_state is not None:
                 self.datasets["train"].load_state_dict(self._restored_train_state)
+        if self._true_coordinates is None:
+            self._true_coordinates = self._coordinates_from_strategy()
+
+    def _coordinates_from_strategy(self) -> tuple[int, ...] | None:
+        """Every rank's data-parallel coordinate by the strategy (one collective under a mesh); None in
+        one process or without a Trainer."""
+        trainer = self._trainer_or_none()
+        if trainer is None or trainer.world_size < 2:
+            return None
+        mesh = self.data_parallel_mesh()
+        return tuple(range(trainer.world_size)) if mesh is None else mesh_coordinates(mesh.mesh)
+
+    def _layout_check(self) -> bool | tuple[int, ...]:
+        """The loaders' ``check_layout``: the strategy's coordinates, or off."""
+        if not self.check_layout or self._true_coordinates is None:
+            return False
+        return self._true_coordinates
 
     def _train_batch_sizes(self) -> BatchSizes:
         if self._batch_sizes is None:
             spec = self.specs["train"] or self._first_spec()
             self._batch_sizes = resolve_batch_sizes(
-                self.batch_size, self.global_batch_size, self.world().world_size, spec.replication or 1
+                self.batch_size,
+                self.global_batch_size,
+                self.world().world_size,
+                spec.replication or 1,
+                self.data_parallel_mesh(),
             )
         return self._batch_sizes
 
@@ -234,7 +293,12 @@ class StreamingDataModule(pl.LightningDataModule):
     # ------------------------------------------------------------------ loaders
     def _loader_kwargs(self, split: Split) -> dict[str, Any]:
         drop_last = self.drop_last and split == "train"
-        return {"batch_size": self._device_batch_size(split), "drop_last": drop_last, **self.loader_options}
+        return {
+            "batch_size": self._device_batch_size(split),
+            "drop_last": drop_last,
+            "check_layout": self._layout_check(),
+            **self.loader_options,
+        }
 
     def train_dataloader(self) -> TrainLoader:
         _skip_lightnings_length_warning()

@@ -52,8 +52,9 @@ class StreamSpec:
 
 @dataclass
 class DatasetSpec:
-    """One split's dataset: the arguments of ``stream_plugin.StreamingDataset`` except ``batch_size``
-    and ``world`` (the data module fills both in at setup).
+    """One split's dataset: the arguments of ``stream_plugin.StreamingDataset`` except ``batch_size``,
+    ``world`` and the data-parallel layout (the data module fills them in at setup, the layout from the
+    strategy's device mesh).
 
     Give either ``streams`` (a mix) or ``remote`` / ``local`` (a single source).
     """

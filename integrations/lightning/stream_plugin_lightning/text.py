@@ -57,6 +57,7 @@ class StreamingTextDataModule(StreamingDataModule):
             tokenizer=self.tokenizer,
             batch_size=batch_size,
             world=self.world(),
+            **self.data_parallel_kwargs(),
             **self.text_options,
             **spec.dataset_kwargs(),
         )
