@@ -3,29 +3,36 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
+from support.datasets import write_ids
 
+from stream_plugin import Stream, StreamingDataLoader, StreamingDataset
 from stream_plugin.cache.policy_sim import belady_misses, lru_misses
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.batching import BATCHING_METHODS
-from stream_plugin.order.topology import Topology
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.simulate import Hardware, Workload, simulate
 from stream_plugin.simulate.engine import window_steps
-from stream_plugin.simulate.reads import Locator, build_planner, plan_reads
+from stream_plugin.simulate.reads import Locator, plan_reads
 
 SHARD_BYTES = 1 << 20
+SHARDS, PER_SHARD, PAYLOAD = 48, 32, 1000
+ID_BYTES = 16  # what a write_ids MDS sample takes beyond its payload: its offset, id and length
+
+
+def settings(**config: object) -> dict[str, object]:
+    return {"batch_size": 4, "shuffle": True, "shuffle_block_size": 64, **config}
 
 
 def workload(**config: object) -> Workload:
-    settings = {"batch_size": 4, "shuffle": True, "shuffle_block_size": 64, **config}
     return Workload.synthetic(
-        shards=48,
-        samples_per_shard=32,
+        shards=SHARDS,
+        samples_per_shard=PER_SHARD,
         raw_bytes_per_shard=SHARD_BYTES,
-        config=DatasetConfig(**settings),  # type: ignore[arg-type]
+        config=DatasetConfig(**settings(**config)),  # type: ignore[arg-type]
     )
 
 
@@ -41,35 +48,53 @@ def hardware(**fields: object) -> Hardware:
     return Hardware(**settings)  # type: ignore[arg-type]
 
 
-def rank_reads(work: Workload, hw: Hardware, epoch: int) -> list[np.ndarray]:
-    """Each rank's sample ids of ``epoch`` as the dataset plans them (every worker of the rank)."""
-    planner = build_planner(work)
-    batch = int(work.config.batch_size or 1)
-    world = hw.world_size
-    reads = []
-    for rank in range(world):
-        pieces = []
-        for worker in range(max(hw.workers, 1)):
-            topology = Topology(
-                num_nodes=hw.nodes,
-                ranks_per_node=hw.devices_per_node,
-                workers_per_rank=hw.workers,
-                rank=rank,
-                worker=worker,
-            )
-            pieces += list(
-                planner.rank_batch_pieces(
-                    epoch,
-                    epoch_batch_size=batch * world,
-                    num_canonical_nodes=work.config.num_canonical_nodes or hw.nodes,
-                    device_batch_size=batch,
-                    consumed=0,
-                    global_batch_size=batch * world,
-                    topology=topology,
-                    drop_last=False,
-                )
-            )
-        reads.append(np.concatenate(pieces))
+def write_streams(root: Path, shards: tuple[int, ...]) -> list[Path]:
+    """Real MDS streams of ``PER_SHARD`` samples a shard, the layout ``workload`` describes: ids are
+    global and consecutive across the streams."""
+    size_limit = PER_SHARD * (PAYLOAD + ID_BYTES) + (PAYLOAD + ID_BYTES) // 2
+    folders, start = [], 0
+    for number, count in enumerate(shards):
+        ids = range(start, start + count * PER_SHARD)
+        folders.append(write_ids(root / f"stream{number}", ids, size_limit=size_limit, payload=PAYLOAD))
+        assert len(list(folders[-1].glob("shard.*.mds"))) == count
+        start += count * PER_SHARD
+    return folders
+
+
+@pytest.fixture(scope="module")
+def one_stream(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return write_streams(tmp_path_factory.mktemp("one"), (SHARDS,))
+
+
+@pytest.fixture(scope="module")
+def two_streams(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return write_streams(tmp_path_factory.mktemp("two"), (SHARDS // 2, SHARDS // 2))
+
+
+def real_reads(
+    streams: list[Path], hw: Hardware, epochs: int, monkeypatch: pytest.MonkeyPatch, **config: object
+) -> list[list[np.ndarray]]:
+    """``[epoch][rank]``: the sample ids a real ``StreamingDataset`` yields on each rank, in order,
+    iterated through the loader without workers (a rank's samples in its order; with workers the
+    same samples, split among them). The world is the environment torchrun sets, rank by rank."""
+    dataset_settings = settings(**config)
+    reads: list[list[np.ndarray]] = [[] for _ in range(epochs)]
+    for rank in range(hw.world_size):
+        world = {
+            "RANK": rank,
+            "WORLD_SIZE": hw.world_size,
+            "LOCAL_WORLD_SIZE": hw.devices_per_node,
+            "LOCAL_RANK": rank % hw.devices_per_node,
+        }
+        for name, value in world.items():
+            monkeypatch.setenv(name, str(value))
+        dataset = StreamingDataset(
+            streams=[Stream(local=str(folder)) for folder in streams],
+            **dataset_settings,  # type: ignore[arg-type]
+        )
+        loader = StreamingDataLoader(dataset, batch_size=dataset_settings["batch_size"], num_workers=0)
+        for epoch in range(epochs):
+            reads[epoch].append(np.array([int(i) for batch in loader for i in batch["id"]], np.int64))
     return reads
 
 
@@ -88,16 +113,19 @@ def test_locator_finds_the_shard_of_every_sample() -> None:
         assert np.array_equal(Locator(counts)(ids), np.searchsorted(ends, ids, side="right"))
 
 
-def test_without_a_cache_limit_each_node_downloads_each_shard_its_ranks_read_once() -> None:
+def test_without_a_cache_limit_each_node_downloads_each_shard_its_ranks_read_once(
+    one_stream: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     work, hw = workload(), hardware(epochs=2)
     result = simulate(work, hw)
+    real = real_reads(one_stream, hw, hw.epochs, monkeypatch)
     locate = Locator(work.samples_per_shard)
     ranks_per_node = hw.devices_per_node
     for node in range(hw.nodes):
         read = set()
         for epoch in range(hw.epochs):
             for rank in range(node * ranks_per_node, (node + 1) * ranks_per_node):
-                read |= set(locate(rank_reads(work, hw, epoch)[rank]).tolist())
+                read |= set(locate(real[epoch][rank]).tolist())
         assert result.node_downloads[node] == len(read)
         assert result.node_requests[node] == len(read)
         assert result.node_bytes[node] == len(read) * SHARD_BYTES
@@ -160,14 +188,15 @@ def test_a_rate_limit_answers_429_and_slows_the_run() -> None:
     assert throttled.total_time >= (free.requests - 5) / 5.0  # one bucket of 5 tokens, then 5 a second
 
 
-def test_belady_downloads_no_more_than_lru_and_no_fewer_than_the_optimum() -> None:
+def test_belady_downloads_no_more_than_lru_and_no_fewer_than_the_optimum(
+    one_stream: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     hw = hardware(nodes=1, devices_per_node=1, workers=1, epochs=3)
     limit = 12 * SHARD_BYTES  # a quarter of the 48 shards
     belady = simulate(workload(cache_limit=limit, predownload=4), hw)
     lru = simulate(workload(cache_limit=limit, eviction="lru", predownload=4), hw)
-    reads = np.concatenate(
-        [Locator(np.full(48, 32))(rank_reads(workload(), hw, epoch)[0]) for epoch in range(3)]
-    )
+    real = real_reads(one_stream, hw, 3, monkeypatch)  # one worker: the rank's order is the worker's
+    reads = np.concatenate([Locator(np.full(SHARDS, PER_SHARD))(real[epoch][0]) for epoch in range(3)])
     optimum = belady_misses(reads, 12)
     assert optimum <= belady.node_downloads[0] <= lru.node_downloads[0]
     assert lru.node_downloads[0] >= lru_misses(reads, 12) - 12  # LRU cannot beat its ideal by a cache's worth
@@ -214,19 +243,22 @@ def test_impossible_settings_are_refused_with_the_fix() -> None:
 
 
 @pytest.mark.parametrize("batching_method", BATCHING_METHODS)
-def test_each_nodes_shard_spans_are_its_ranks_real_reads(batching_method: str) -> None:
+def test_each_nodes_shard_spans_are_its_ranks_real_reads(
+    batching_method: str, two_streams: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Read ``i`` of a rank falls in step ``i // batch_size``; a node's span of a shard runs from its
     ranks' first read of it to their last. (``device_per_stream``, whose order depends on the device
     batch, is planned rank by rank; the others as the node's band of every global batch.)"""
     work = replace(workload(batching_method=batching_method), shards_per_stream=(24, 24))
     hw = hardware(epochs=1, workers=0)
     plan = plan_reads(work, hw)
+    real = real_reads(two_streams, hw, 1, monkeypatch, batching_method=batching_method)
     locate = Locator(work.samples_per_shard)
     for node in range(hw.nodes):
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         for rank in range(node * hw.devices_per_node, (node + 1) * hw.devices_per_node):
-            shards = locate(rank_reads(work, hw, 0)[rank])  # workers=0: the rank's pass in order
+            shards = locate(real[0][rank])  # workers=0: the rank's pass in order
             for read, shard in enumerate(shards.tolist()):
                 first[shard] = min(first.get(shard, read // 4), read // 4)
                 last[shard] = max(last.get(shard, read // 4), read // 4)
