@@ -78,7 +78,8 @@ class ShardTable:
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_samples):
             bad = ids[(ids < 0) | (ids >= self.num_samples)][0]
             raise IndexError(
-                f"sample id {int(bad)} is out of range: expected 0 <= id < {self.num_samples} (the dataset size)"
+                f"sample id {int(bad)} is out of range: expected 0 <= id < {self.num_samples} (the dataset "
+                "size). Invalid sample index: pass an id in that range"
             )
         # side="right" then -1 picks the last shard starting at or before the id, so empty shards
         # (which share their start with the next shard) are never chosen.

@@ -27,6 +27,12 @@ def test_locate_rejects_ids_outside_the_dataset() -> None:
         TABLE.locate(np.array([0, 9]))
 
 
+@pytest.mark.parametrize("sample_id", [-10, 9])
+def test_an_id_outside_the_dataset_is_an_invalid_sample_index_as_mosaicml_says(sample_id: int) -> None:
+    with pytest.raises(IndexError, match=r"Invalid sample index: pass an id in that range"):
+        TABLE.locate(np.array([sample_id]))
+
+
 def test_spanner_maps_one_id_like_mosaicml() -> None:
     assert Spanner(TABLE)[4] == (2, 1)
     assert len(Spanner(TABLE)) == 9
