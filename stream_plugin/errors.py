@@ -216,4 +216,5 @@ __all__ = [
     "StorageError",
     "RemoteChangedError",
     "StateError",
+    "LayoutError",
 ]
