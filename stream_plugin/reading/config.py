@@ -13,6 +13,7 @@ from the config, so that list is written once.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -24,7 +25,6 @@ from stream_plugin.order.data_parallel import DataParallelLayout
 from stream_plugin.order.plan import OrderConfig
 from stream_plugin.order.sampling import SAMPLING_METHODS, SamplingMethod
 from stream_plugin.order.shuffle import shuffle_choices
-from stream_plugin.reading.dataset_compat import PARTITION_ALGOS, check_partition_algo
 from stream_plugin.reading.epochs import OrderSettings
 from stream_plugin.reading.state import fingerprint as digest
 from stream_plugin.units import parse_bytes, parse_count
@@ -39,6 +39,26 @@ else:
 
 _POSITIVE_OR_NONE = ("predownload", "num_canonical_nodes", "batch_size", "shuffle_block_size", "replication")
 _FLAGS = ("shuffle", "allow_unsafe_types", "drop_last")
+
+
+PARTITION_ALGOS = ("orig", "relaxed")  # MosaicML's; both give our one partitioning
+
+
+def check_partition_algo(partition_algo: str) -> str:
+    """MosaicML's ``partition_algo`` values are accepted; ours has one partitioning, so warn they are ignored."""
+    if partition_algo not in PARTITION_ALGOS:
+        raise ConfigError(
+            f"partition_algo: expected one of {list(PARTITION_ALGOS)}, found {partition_algo!r}; leave it "
+            "unset (the order contract in docs/order.md describes the one partitioning used)"
+        )
+    if partition_algo != "relaxed":
+        warnings.warn(
+            f"partition_algo={partition_algo!r} is accepted for compatibility and ignored: samples are "
+            "partitioned as the order contract (docs/order.md) says, whatever the value",
+            UserWarning,
+            stacklevel=3,
+        )
+    return partition_algo
 
 
 @dataclass(frozen=True)
@@ -181,8 +201,10 @@ DEFAULTS: Final = DatasetConfig()
 
 __all__ = [
     "DEFAULTS",
+    "PARTITION_ALGOS",
     "BatchingMethod",
     "DatasetConfig",
     "SamplingMethod",
     "ShuffleAlgo",
+    "check_partition_algo",
 ]

@@ -9,24 +9,18 @@ kept out of the dataset's own module.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stream_plugin.cache.eviction import bytes_present
 from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry
+from stream_plugin.reading.config import DatasetConfig
+from stream_plugin.reading.dataset_plan import DatasetPlan
 from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.reading.shard_table import ShardTable, Spanner
 from stream_plugin.reading.stream import Stream
-
-if TYPE_CHECKING:
-    from stream_plugin.reading.config import DatasetConfig
-    from stream_plugin.reading.dataset_plan import DatasetPlan
-
-PARTITION_ALGOS = ("orig", "relaxed")  # MosaicML's; both give our one partitioning
 
 
 class SampleCount(int):
@@ -224,23 +218,6 @@ def _shard_ids_per_stream(table: ShardTable) -> list[list[int]]:
     ]
 
 
-def check_partition_algo(partition_algo: str) -> str:
-    """MosaicML's ``partition_algo`` values are accepted; ours has one partitioning, so warn they are ignored."""
-    if partition_algo not in PARTITION_ALGOS:
-        raise ConfigError(
-            f"partition_algo: expected one of {list(PARTITION_ALGOS)}, found {partition_algo!r}; leave it "
-            "unset (the order contract in docs/order.md describes the one partitioning used)"
-        )
-    if partition_algo != "relaxed":
-        warnings.warn(
-            f"partition_algo={partition_algo!r} is accepted for compatibility and ignored: samples are "
-            "partitioned as the order contract (docs/order.md) says, whatever the value",
-            UserWarning,
-            stacklevel=3,
-        )
-    return partition_algo
-
-
 def check_batch_size_in_workers(batch_size: int | None, num_workers: int) -> None:
     """DataLoader workers build whole device batches, so they need the per-device batch size."""
     if num_workers and batch_size is None:
@@ -253,8 +230,6 @@ def check_batch_size_in_workers(batch_size: int | None, num_workers: int) -> Non
 
 __all__ = [
     "MosaicNames",
-    "PARTITION_ALGOS",
     "SampleCount",
     "check_batch_size_in_workers",
-    "check_partition_algo",
 ]

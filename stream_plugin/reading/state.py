@@ -10,12 +10,20 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from stream_plugin.errors import StateError, check_int
 
-if TYPE_CHECKING:
-    from stream_plugin.reading.dataset import StreamingDataset
+
+class PositionedDataset(Protocol):
+    """What ``resume_state_at`` reads of a dataset (``StreamingDataset`` is one)."""
+
+    @property
+    def global_batch_size(self) -> int: ...
+
+    def state_dict(self, num_samples: int = 0, from_beginning: bool = True) -> dict[str, int | str]: ...
+
+    def samples_in_epoch(self, global_batch_size: int | None = None) -> int: ...
 
 # 2: shards stay on their canonical node across epochs (each epoch reshuffles only inside a node's
 # shards), so a mid-epoch position in a version-1 state points into an order that no longer exists.
@@ -103,7 +111,7 @@ class ResumeState:
 
 
 def resume_state_at(
-    dataset: StreamingDataset, epoch: int, sample_in_epoch: int, *, epoch_batch_size: int | None = None
+    dataset: PositionedDataset, epoch: int, sample_in_epoch: int, *, epoch_batch_size: int | None = None
 ) -> ResumeState:
     """The state that resumes ``dataset`` at global sample ``sample_in_epoch`` of epoch ``epoch``, as a
     trainer counts them.
