@@ -19,8 +19,13 @@ changes both sides alike:
   machine's hand-over of a ready batch (a few ms, now and then tens) does not count as one.
 
 Then the epoch time and the time to the first batch are each within 20% of ``simulate``'s prediction,
-the same steps stall, each stalled step's wait is within 20% of its prediction (but ``throttled``),
-and the 429 counts agree.
+the same steps stall, each stalled step's wait is within 20% of its prediction (but ``throttled``'s),
+and the 429 counts are equal.
+
+``throttled`` rests on timing by design: each shard's request must go out before the store admits
+another, with 0.25 s (12%) to spare at 0.5 s steps. Where this run's measured steps leave less than 5%
+of the interval (steps over 0.534 s: a heavily loaded machine), the 429s and stalls it is built to
+show do not happen, so only its epoch time and first batch are compared (``keeps_the_throttle_premise``).
 
 * ``stalls``: 5 shards of 256 KB at 160 KB/s, ``predownload=8`` (two batches): each shard takes longer
   to arrive than its two steps take to train, so every shard's first step waits.
@@ -135,6 +140,16 @@ def start_up(run: Measured, server: ThrottleServer) -> float:
     return min(shard_requests) - run.zero
 
 
+def keeps_the_throttle_premise(setting: Setting, step_cost: float) -> bool:
+    """Whether this run's steps were quick enough for a throttled setting's premise: a shard's steps
+    (its samples over a global batch) end, and its successor's request goes out, well before the store
+    admits another request (5% of the interval to spare). A loaded machine's slower steps let the
+    token refill first, and no request meets a 429."""
+    assert setting.throttle.rate_limit is not None
+    steps_per_shard = setting.per_shard / (setting.device_batch * RANKS)
+    return steps_per_shard * step_cost < 0.95 / setting.throttle.rate_limit
+
+
 def run_setting(setting: Setting, root: Path) -> tuple[Figures, Figures, Measured, Simulation]:
     """Run the setting for real, then simulate it on this machine's costs as the run measured them: its
     step (``step_costs``: the barrier and the compute) and its start-up, taken off the measured times."""
@@ -192,15 +207,18 @@ def test_epoch_time_first_batch_and_the_steps_that_stall_agree_with_the_simulati
     )
     print(report)
     assert len(run.wait) == simulation.num_steps, report
+    assert within(measured.epoch_time, predicted.epoch_time), report
+    assert within(measured.time_to_first_batch, predicted.time_to_first_batch), report
+    if name == "throttled" and not keeps_the_throttle_premise(setting, float(np.mean(run.step_costs))):
+        print(f"{name}: steps too slow on this machine now for the 429s to land; steps not compared")
+        return
     # A tenth of a step loses none of the simulation's own stalls (1% of a step): they wait far longer.
     assert len(predicted.stalled) == simulation.stalled_steps, report
     assert measured.stalled == predicted.stalled, report
-    assert within(measured.epoch_time, predicted.epoch_time), report
-    assert within(measured.time_to_first_batch, predicted.time_to_first_batch), report
     if setting.waits_agree:
         assert all(map(within, measured.waits, predicted.waits)), report
     if name == "throttled":
-        assert predicted.throttled > 0 and within(measured.throttled, predicted.throttled), report
+        assert predicted.throttled > 0 and measured.throttled == predicted.throttled, report
     if name == "no-stall":
         assert predicted.stalled == (0,), "only the first batch should wait in this setting"
     if name == "stalls":
