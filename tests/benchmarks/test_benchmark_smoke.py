@@ -81,7 +81,9 @@ def test_smoke_stores_each_figure_with_its_command(smoke_run: Path) -> None:
 
 def test_smoke_iteration_delivers_samples(smoke_run: Path) -> None:
     iterate = json.loads((smoke_run / "results" / "iterate.json").read_text())["result"]
+    assert iterate["rows"], "the iteration figure has no rows"
     for row in iterate["rows"]:
+        assert row["runs"], f"a row with no runs: {row}"
         for run in row["runs"]:
             assert run["samples"] > 0 and run["samples_per_s"] > 0
 
