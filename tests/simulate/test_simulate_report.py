@@ -83,9 +83,32 @@ def test_the_table_shows_min_median_max_of_many_nodes() -> None:
 def test_the_json_is_the_simulations_summary_with_the_inputs_and_per_step_spread() -> None:
     simulation = fake_simulation()
     figures = json.loads(json.dumps(summary(simulation, price_per_gb=0.09)))
-    assert {key: figures[key] for key in simulation.summary(0.09)} == json.loads(
-        json.dumps(simulation.summary(0.09))
-    )
+    # Golden values, worked out by hand from fake_simulation: steps end at 1, 2.5, 3.5 and 4.5 s, 128
+    # samples in all, 10 GiB (10.737 GB) over two nodes of 5 and 6 requests.
+    golden = {
+        "steps": 4,
+        "total_time_s": 4.5,
+        "time_to_first_batch_s": 0.0,
+        "stalled_steps": 1,
+        "total_wait_s": 0.5,
+        "mean_throughput_samples_per_s": pytest.approx(128 / 4.5),
+        "egress_bytes": 10 * GIB,
+        "egress_cost": pytest.approx(10 * GIB / 1e9 * 0.09),
+        "requests": 11,
+        "throttled_requests": 2,
+        "nodes": [
+            {"node": 0, "requests": 5, "throttled": 1, "bytes": 5 * GIB, "downloads": 5, "peak_cache_bytes": 3 * GIB},
+            {"node": 1, "requests": 6, "throttled": 1, "bytes": 5 * GIB, "downloads": 6, "peak_cache_bytes": 3 * GIB},
+        ],
+        "min_cache_limit_bytes": 2 * GIB,
+        "shuffle": [
+            {"epoch": 0, "spread_median": 0.9, "spread_mean": 0.8, "shards_per_batch": 3.5},
+            {"epoch": 1, "spread_median": 0.7, "spread_mean": 0.6, "shards_per_batch": 2.5},
+        ],
+        "notes": ["a note for the reader"],
+    }
+    assert set(simulation.summary(0.09)) == set(golden)
+    assert {key: figures[key] for key in golden} == golden
     assert figures["inputs"]["hardware"]["nodes"] == 2
     assert figures["inputs"]["dataset"]["batch_size"] == 4
     assert figures["inputs"]["data"] == {
