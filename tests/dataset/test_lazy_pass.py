@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.datasets import write_ids
-from support.orders import sample_ids, whole_order
+from support.orders import whole_order
 
 from stream_plugin import MDSWriter, StreamingDataset, World
 from stream_plugin.order.partition import rank_worker_batches
@@ -55,8 +55,12 @@ def test_pieces_of_a_pass_are_the_whole_order_for_every_rank_and_worker(
 
 def test_a_pass_read_in_pieces_yields_the_whole_order(remote: Path, tmp_path: Path) -> None:
     dataset = _dataset(remote, tmp_path, shuffle=True, world=World(rank=1, world_size=2, local_rank=1, local_world_size=2))
-    expected = sample_ids(dataset, IterationPlan(0, 0, 8, dataset.world.num_nodes), dataset.topology())
-    assert [int(sample["id"]) for sample in dataset] == expected.tolist()
+    plan = IterationPlan(0, 0, 8, dataset.world.num_nodes)
+    # The whole epoch planned at once by the order maths (not the pieces the iterator reads from).
+    whole = rank_worker_batches(
+        whole_order(dataset, plan), consumed=0, global_batch_size=8, topology=dataset.topology()
+    )
+    assert [int(sample["id"]) for sample in dataset] == whole.flat().tolist()
 
 
 def _many_shards(folder: Path, num_shards: int) -> Path:
