@@ -102,6 +102,12 @@ class ControlFolder:
         return self.root / "remote.lock"
 
     @property
+    def throttle(self) -> Path:
+        """Folder of the node's request rate per store (``storage.node_rate``): shared by every process
+        that reads through this folder, so a throttling store paces the node as one."""
+        return self.root / "throttle"
+
+    @property
     def stats(self) -> Path:
         """Folder of per-process statistics files (see ``stats.py``)."""
         return self.root / "stats"

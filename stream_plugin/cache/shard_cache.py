@@ -46,9 +46,10 @@ from stream_plugin.format.index import INDEX_BASENAME, FileInfo, ShardEntry
 from stream_plugin.format.index_columns import read_columns
 from stream_plugin.redaction import get_logger, redact_url
 from stream_plugin.storage.base import ObjectStore, RemoteNotFoundError, store_identity
-from stream_plugin.storage.download_settings import DOWNLOAD_DEFAULTS
+from stream_plugin.storage.download_settings import DEFAULT_THROTTLE_DEADLINE, DOWNLOAD_DEFAULTS
 from stream_plugin.storage.local import local_root
 from stream_plugin.storage.retry import RetryPolicy, call_with_retries
+from stream_plugin.storage.throttle import NodeThrottle
 from stream_plugin.units import format_bytes, parse_bytes
 
 _log = get_logger(__name__)
@@ -80,6 +81,7 @@ class CacheConfig:
     download_retry: int = DOWNLOAD_DEFAULTS.download_retry
     download_timeout: float = DOWNLOAD_DEFAULTS.download_timeout
     eviction: EvictionPolicy = "belady"
+    throttle_deadline: float = DEFAULT_THROTTLE_DEADLINE  # seconds one download may be throttled
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "local", os.fspath(self.local))
@@ -101,7 +103,7 @@ class CacheConfig:
                 f"validate_hash: expected one of {hash_names()} or None, found {self.validate_hash!r}"
             )
         # RetryPolicy checks download_retry and download_timeout with its own messages.
-        RetryPolicy.from_mosaic(self.download_retry, self.download_timeout)
+        RetryPolicy.from_mosaic(self.download_retry, self.download_timeout, self.throttle_deadline)
 
     @property
     def limit(self) -> int | None:
@@ -152,7 +154,9 @@ class ShardCache:
         if self._remote is not None:
             self._claim_folder(self._remote)
         self._stats, self._record = self._statistics(stats)
-        self._policy = RetryPolicy.from_mosaic(config.download_retry, config.download_timeout)
+        self._policy = RetryPolicy.from_mosaic(config.download_retry, config.download_timeout, config.throttle_deadline)
+        # Every process of the node paces its requests to the store by one shared rate.
+        self._throttle = NodeThrottle.for_node(self._control.throttle, self._remote or "")
         self._known: dict[str, ShardEntry] = {}
         self._known_mutex = threading.Lock()
         self._index_name = INDEX_BASENAME
@@ -257,6 +261,7 @@ class ShardCache:
                 lambda: store_identity(store, index_name, timeout=self._config.download_timeout),
                 self._policy,
                 describe=f"identity of {index_name!r} at {self._remote}",
+                throttle=self._throttle,
             )
         except RemoteNotFoundError:
             if cached:
@@ -610,6 +615,7 @@ class ShardCache:
             self._policy,
             describe=f"download of {key!r} from {self._remote}",
             on_retry=lambda _attempt, _error: self._record.record_retry(),
+            throttle=self._throttle,
         )
         elapsed = time.monotonic() - started
         rate = f"{format_bytes(size / max(elapsed, 1e-9))}/s"

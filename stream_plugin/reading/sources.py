@@ -84,6 +84,7 @@ def open_streams(
             download_retry=settings.download_retry,
             download_timeout=settings.download_timeout,
             eviction=eviction,
+            throttle_deadline=stream.throttle_deadline,
         )
         spec = StreamCacheSpec(config=config, remote=stream.remote_dir, store_options=_pairs(stream))
         store = spec.open_store()

@@ -12,7 +12,7 @@ from typing import Any
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import StreamWeight
 from stream_plugin.redaction import redact_url
-from stream_plugin.storage.download_settings import DOWNLOAD_DEFAULTS, DownloadSettings
+from stream_plugin.storage.download_settings import DEFAULT_THROTTLE_DEADLINE, DOWNLOAD_DEFAULTS, DownloadSettings
 from stream_plugin.storage.registry import check_storage_options
 
 _DOWNLOAD_NAMES = tuple(item.name for item in fields(DownloadSettings))
@@ -41,7 +41,9 @@ class Stream:
     stream); ``local`` is this node's cache folder for them. ``proportion``, ``repeat`` and ``choose``
     weight the stream in a mix (use one scheme for all streams). ``storage_options`` go to the remote's
     store (``open_store(remote, **storage_options)``): an endpoint, credentials, a requester-pays
-    project, so that two streams can live in two accounts or clouds.
+    project, so that two streams can live in two accounts or clouds. ``throttle_deadline`` (seconds,
+    default 15 minutes) bounds how long one download may be refused by a throttling store (429,
+    ``SlowDown``) before it fails; throttling never uses up ``download_retry``.
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class Stream:
         validate_hash: str | None = None,
         keep_zip: bool | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        throttle_deadline: float | None = None,
     ) -> None:
         if remote is None and local is None:
             raise ConfigError(
@@ -78,6 +81,12 @@ class Stream:
         self._validate_hash = validate_hash
         self._keep_zip = keep_zip
         self.storage_options = check_storage_options(storage_options)
+        if throttle_deadline is not None and not throttle_deadline > 0:
+            raise ConfigError(
+                f"Stream: expected throttle_deadline > 0 seconds (how long one download may wait out a throttling "
+                f"store), found {throttle_deadline!r}; pass None for the default, {DEFAULT_THROTTLE_DEADLINE:g}s"
+            )
+        self._throttle_deadline = throttle_deadline
 
     @property
     def local_dir(self) -> str:
@@ -105,9 +114,16 @@ class Stream:
         """
         if not self.split:
             self.split = default.get("split") or ""
-        for name in _DOWNLOAD_NAMES:
+        for name in (*_DOWNLOAD_NAMES, "throttle_deadline"):
             if getattr(self, f"_{name}") is None:
                 setattr(self, f"_{name}", default.get(name))
+
+    @property
+    def throttle_deadline(self) -> float:
+        """Seconds one download may be throttled before it fails: this stream's, else the dataset's
+        default (``apply_default``), else ``DEFAULT_THROTTLE_DEADLINE``."""
+        deadline = self._throttle_deadline
+        return DEFAULT_THROTTLE_DEADLINE if deadline is None else float(deadline)
 
     def resolve_weights(self, *, proportion: float, repeat: float, choose: int) -> None:
         """Record the weights the dataset derived for this stream (read back through the properties)."""

@@ -37,12 +37,14 @@ from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, re
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
+    ThrottledError,
     TransientStorageError,
     check_complete,
     check_key,
     join_key,
 )
 from stream_plugin.storage.per_process import PerProcess
+from stream_plugin.storage.throttle_hints import requested_wait
 
 SCHEMES = ("azure", "az")
 CONNECTION_STRING_ENV_VAR = "AZURE_STORAGE_CONNECTION_STRING"
@@ -175,6 +177,13 @@ class AzureStore:
             status = int(error.status_code or 0)
             if status in (401, 403):
                 raise self._denied(where, action, error) from error
+            wait = requested_wait(getattr(error.response, "headers", None))
+            if status == 429 or (status == 503 and (_code(error) == "ServerBusy" or wait is not None)):
+                raise ThrottledError(
+                    f"Expected to {action} {where}, found {_code(error) or 'throttling'} (HTTP {status}: the "
+                    f"account's rate limit); waiting, then trying again.",
+                    wait=wait,
+                ) from error
             if status >= 500 or status in TRANSIENT_STATUS or isinstance(error, IncompleteReadError):
                 raise TransientStorageError(
                     f"Expected to {action} {where}, found {_code(error) or type(error).__name__} (HTTP {status}); "

@@ -2,7 +2,8 @@
 
 Every backend (local, S3, HTTP, third-party plugins) implements :class:`ObjectStore` and raises the
 three error classes below, so the retry loop and the cache can decide what to do from the class alone:
-``RemoteNotFoundError`` and ``RemoteAccessDeniedError`` fail fast, ``TransientStorageError`` is retried.
+``RemoteNotFoundError`` and ``RemoteAccessDeniedError`` fail fast, ``TransientStorageError`` is retried,
+and its subclass ``ThrottledError`` (the store's rate limit) is waited out without counting an attempt.
 """
 
 from __future__ import annotations
@@ -25,8 +26,25 @@ class TransientStorageError(StorageError):
     """A failure that may pass: 5xx, throttling, timeouts, connection resets, truncated bodies."""
 
 
+class ThrottledError(TransientStorageError):
+    """The store refused the request for its rate (HTTP 429, S3 ``SlowDown``, Azure ``ServerBusy``).
+
+    Not a failed attempt: ``call_with_retries`` waits (``wait`` seconds where the store said how long,
+    from ``Retry-After`` or ``RateLimit``; else by the node's adapted request rate) and tries again, up
+    to ``throttle_deadline``.
+    """
+
+    def __init__(self, message: str, *, wait: float | None = None) -> None:
+        super().__init__(message)
+        self.wait = wait  # pickled with the instance's __dict__ (BaseException.__reduce__)
+
+
 class RetriesExhaustedError(StorageError):
     """Every attempt of a retried operation failed with a transient error; ``__cause__`` is the last one."""
+
+
+class ThrottledTooLongError(RetriesExhaustedError):
+    """The store kept refusing an operation for its rate past ``throttle_deadline``."""
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,6 +25,7 @@ from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
+    ThrottledError,
     TransientStorageError,
     check_complete,
     check_key,
@@ -32,6 +33,7 @@ from stream_plugin.storage.base import (
 )
 from stream_plugin.storage.per_process import PerProcess
 from stream_plugin.storage.registry import scheme_of
+from stream_plugin.storage.throttle_hints import requested_wait
 
 CHUNK_SIZE = 1 << 20
 # What fsspec's info() may report that changes when an object is rewritten, by filesystem.
@@ -222,6 +224,12 @@ def _classify(error: Exception, where: str, action: str) -> StorageError:
         if status in (401, 403):
             return RemoteAccessDeniedError(
                 f"Expected access to {action} {where}, found {found}; check the credentials in storage_options."
+            )
+        if status == 429:
+            headers = getattr(error, "headers", None)
+            return ThrottledError(
+                f"Expected to {action} {where}, found {found} (the store's rate limit); waiting, then trying again.",
+                wait=requested_wait(headers if isinstance(headers, Mapping) else None),
             )
         if status >= 500 or status in TRANSIENT_STATUS:
             return TransientStorageError(f"Expected to {action} {where}, found {found}; will retry.")

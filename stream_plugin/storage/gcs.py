@@ -32,6 +32,7 @@ from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
+    ThrottledError,
     TransientStorageError,
     check_complete,
     check_key,
@@ -39,6 +40,7 @@ from stream_plugin.storage.base import (
 )
 from stream_plugin.storage.gcs_url import parse_gcs_url
 from stream_plugin.storage.per_process import PerProcess
+from stream_plugin.storage.throttle_hints import requested_wait
 
 if TYPE_CHECKING:
     from stream_plugin.storage.gcs_hmac import GcsHmacStore
@@ -183,6 +185,13 @@ class GcsStore:
                 f"Expected access to {action} {where}, found {type(error).__name__}: {error}; check the credentials "
                 f"(GOOGLE_APPLICATION_CREDENTIALS, GCS_KEY / GCS_SECRET), the bucket's permissions and, for a "
                 f"requester-pays bucket, requester_pays_project."
+            ) from error
+        except api_exceptions.TooManyRequests as error:
+            wait = requested_wait(getattr(error.response, "headers", None))
+            raise ThrottledError(
+                f"Expected to {action} {where}, found HTTP 429 ({error.message}: the bucket's rate limit); "
+                f"waiting, then trying again.",
+                wait=wait,
             ) from error
         except api_exceptions.GoogleAPICallError as error:
             status = int(error.code or 0)

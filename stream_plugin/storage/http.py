@@ -31,11 +31,13 @@ from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, re
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
+    ThrottledError,
     TransientStorageError,
     check_complete,
     check_key,
 )
 from stream_plugin.storage.deadline import abort_response, attempt_deadline, deadline_error
+from stream_plugin.storage.throttle_hints import requested_wait
 
 CHUNK_SIZE = 1 << 20
 TRANSIENT_STATUS = frozenset({408, 425, 429})
@@ -48,9 +50,15 @@ _NO_RETRIES = urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, re
 class _Status(Exception):
     """An HTTP error status, raised inside ``_mapped_errors`` to be mapped to a storage error."""
 
-    def __init__(self, code: int, reason: str | None) -> None:
+    def __init__(self, code: int, reason: str | None, headers: Any = None) -> None:
         super().__init__(f"HTTP {code} {reason or ''}".rstrip())
         self.code = code
+        self.headers = dict(headers or {})
+
+
+def is_throttling(code: int, wait: float | None) -> bool:
+    """429, or a 503 that names a wait (``Retry-After`` / ``RateLimit``): the store's rate limit."""
+    return code == 429 or (code == 503 and wait is not None)
 
 
 def split_credentials(url: str) -> tuple[str, str, str | None]:
@@ -118,6 +126,14 @@ class HttpStore:
                 raise RemoteAccessDeniedError(
                     f"Expected access to {action} {url}, found {found}; check the credentials (headers) and the URL."
                 ) from error
+            named = requested_wait(error.headers)
+            if is_throttling(error.code, named):
+                raise ThrottledError(
+                    f"Expected to {action} {url}, found {found} (the store's rate limit"
+                    + ("" if named is None else f"; it asks for {named:g}s")
+                    + "); waiting, then trying again.",
+                    wait=named,
+                ) from error
             if error.code >= 500 or error.code in TRANSIENT_STATUS:
                 raise TransientStorageError(
                     f"Expected to {action} {url}, found {found}; will retry."
@@ -146,7 +162,7 @@ class HttpStore:
         try:
             if response.status >= 400:
                 response.drain_conn()
-                raise _Status(response.status, response.reason)
+                raise _Status(response.status, response.reason, response.headers)
             yield response
         finally:
             response.release_conn()

@@ -1,7 +1,10 @@
-"""Retrying transient storage failures with exponential backoff and jitter.
+"""Retrying transient storage failures with exponential backoff and jitter, and waiting out throttling.
 
 Stores never retry on their own; this module is the single place that does, so that "attempts" means
-the same thing for every backend and tests can count requests exactly.
+the same thing for every backend and tests can count requests exactly. A store's refusal for its rate
+(``ThrottledError``: 429, ``SlowDown``) is not a failed attempt: the request waits for the node's
+``NodeThrottle`` (the wait the store named, else the node's adapted rate) and goes again, until
+``throttle_deadline``.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     RetriesExhaustedError,
+    ThrottledError,
+    ThrottledTooLongError,
     TransientStorageError,
 )
-from stream_plugin.storage.download_settings import DOWNLOAD_DEFAULTS
+from stream_plugin.storage.download_settings import DEFAULT_THROTTLE_DEADLINE, DOWNLOAD_DEFAULTS
+from stream_plugin.storage.throttle import NodeThrottle
 
 T = TypeVar("T")
 logger = get_logger(__name__)
@@ -38,6 +44,8 @@ class RetryPolicy:
     ``attempts`` counts the first try (MosaicML's ``download_retry`` is ``attempts - 1``); ``timeout``
     bounds each attempt; the wait before retry ``n`` (1-based) is
     ``min(max_delay, base_delay * 2 ** (n - 1))`` scaled down by up to ``jitter`` (1.0 = full jitter).
+    ``throttle_deadline`` bounds the time one operation may be throttled (refused for the store's rate,
+    or waiting for the node's slot after such a refusal); throttling uses no attempt.
     """
 
     attempts: int = DOWNLOAD_DEFAULTS.download_retry + 1
@@ -45,6 +53,7 @@ class RetryPolicy:
     base_delay: float = 0.5
     max_delay: float = 10.0
     jitter: float = 1.0
+    throttle_deadline: float = DEFAULT_THROTTLE_DEADLINE
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -59,6 +68,11 @@ class RetryPolicy:
             raise ConfigError(
                 f"Expected 0 <= base_delay <= max_delay, found base_delay={self.base_delay}, max_delay={self.max_delay}; raise max_delay."
             )
+        if not self.throttle_deadline > 0:
+            raise ConfigError(
+                f"Expected throttle_deadline > 0 seconds, found {self.throttle_deadline}; pass how long a download "
+                f"may wait out a throttling store, such as {DEFAULT_THROTTLE_DEADLINE:.0f} (the default)."
+            )
         if not 0.0 <= self.jitter <= 1.0:
             raise ConfigError(
                 f"Expected RetryPolicy.jitter in [0, 1], found {self.jitter}; use 1.0 for full jitter or 0.0 for none."
@@ -69,13 +83,14 @@ class RetryPolicy:
         cls,
         download_retry: int = DOWNLOAD_DEFAULTS.download_retry,
         download_timeout: float | None = DOWNLOAD_DEFAULTS.download_timeout,
+        throttle_deadline: float = DEFAULT_THROTTLE_DEADLINE,
     ) -> RetryPolicy:
         """The policy matching MosaicML's ``download_retry`` / ``download_timeout`` arguments."""
         if download_retry < 0:
             raise ConfigError(
                 f"Expected download_retry >= 0, found {download_retry}; use 0 to try once without retrying."
             )
-        return cls(attempts=download_retry + 1, timeout=download_timeout)
+        return cls(attempts=download_retry + 1, timeout=download_timeout, throttle_deadline=throttle_deadline)
 
     def delay_cap(self, retry: int) -> float:
         """Longest wait before retry number ``retry`` (1-based), before jitter."""
@@ -98,6 +113,7 @@ def call_with_retries(
     on_retry: Callable[[int, BaseException], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
+    throttle: NodeThrottle | None = None,
 ) -> T:
     """Run ``operation`` until it succeeds, retrying transient failures per ``policy``.
 
@@ -105,13 +121,33 @@ def call_with_retries(
     once. ``on_retry(attempt, error)`` is called after each failed attempt that will be retried
     (``attempt`` is 1-based). After the last attempt, raises ``RetriesExhaustedError`` naming
     ``describe``, the attempt count and the last cause.
+
+    Every request first takes a slot from ``throttle`` (the node's, shared by its processes; without
+    one, this call's own). A ``ThrottledError`` uses no attempt: the request goes again in the node's
+    next slot, until it has been throttled for ``policy.throttle_deadline`` seconds
+    (``ThrottledTooLongError``, naming the rate the node came down to).
     """
+    gate = throttle if throttle is not None else NodeThrottle.for_node(None, describe)
     delays = policy.delays(rng)
-    for attempt in range(1, policy.attempts + 1):
+    attempt = 1
+    throttled_since: float | None = None
+    refusals = 0
+    last_refusal: ThrottledError | None = None
+    while True:
+        give_up_at = None if throttled_since is None else throttled_since + policy.throttle_deadline
+        sent_at = gate.admit(give_up_at)
+        if sent_at is None:
+            raise _throttled_too_long(describe, policy, gate, refusals, last_refusal)
         try:
-            return operation()
+            result = operation()
         except FAIL_FAST:
             raise
+        except ThrottledError as error:
+            gate.refused(sent_at, error.wait)
+            throttled_since = sent_at if throttled_since is None else throttled_since
+            refusals += 1
+            last_refusal = error
+            continue
         except RETRYABLE as error:
             if attempt == policy.attempts:
                 raise RetriesExhaustedError(
@@ -131,5 +167,24 @@ def call_with_retries(
                 error,
                 delay,
             )
+            attempt += 1
             sleep(delay)
-    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+            continue
+        gate.answered(sent_at)
+        return result
+
+
+def _throttled_too_long(
+    describe: str, policy: RetryPolicy, gate: NodeThrottle, refusals: int, last: ThrottledError | None
+) -> ThrottledTooLongError:
+    state = gate.state()
+    rate = "unpaced" if state.rate is None else f"{state.rate:.3g} requests/s"
+    error = ThrottledTooLongError(
+        f"Expected {describe} to be admitted by a throttling store within throttle_deadline="
+        f"{policy.throttle_deadline:g}s, found it refused {refusals} time(s) for the store's rate (last: {last}), "
+        f"the node's request rate down to {rate} and its next slot past the deadline. The store's limit is "
+        f"below this job's demand: raise throttle_deadline, start fewer processes at once, or ask the store "
+        f"for a higher limit."
+    )
+    error.__cause__ = last
+    return error

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import boto3
 import botocore.exceptions
+import botocore.retries.standard as botocore_standard
 from boto3.exceptions import S3UploadFailedError
 from botocore import UNSIGNED
 from botocore.config import Config
@@ -30,12 +31,14 @@ from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, re
 from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
+    ThrottledError,
     TransientStorageError,
     check_complete,
     check_key,
     join_key,
 )
 from stream_plugin.storage.deadline import abort_response, attempt_deadline, deadline_error
+from stream_plugin.storage.throttle_hints import requested_wait
 
 ENDPOINT_ENV_VARS = ("S3_ENDPOINT_URL", "AWS_ENDPOINT_URL")
 DEFAULT_REGION = "us-east-1"
@@ -67,6 +70,20 @@ TRANSIENT_CODES = frozenset(
         "500",
         "429",
     }
+)
+# The codes botocore's own retry modes treat as throttling (``SlowDown``, ``Throttling``,
+# ``RequestLimitExceeded``, ...): its list where this botocore has it, else a copy of 1.40's.
+THROTTLING_CODES = frozenset(
+    getattr(
+        botocore_standard.ThrottledRetryableChecker,
+        "_THROTTLED_ERROR_CODES",
+        (
+            "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+            "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
+            "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled",
+            "SlowDown", "PriorRequestNotComplete", "EC2ThrottledException",
+        ),
+    )
 )
 # Connection resets, timeouts, truncated or corrupt bodies: worth another attempt.
 TRANSIENT_BOTOCORE = (
@@ -306,6 +323,12 @@ class S3Store:
                 f"Expected access to {action} {where}, found {found}; check the credentials (AWS_ACCESS_KEY_ID / "
                 f"AWS_PROFILE), the endpoint and the bucket policy. S3 also answers 403 for a missing key when "
                 f"ListBucket is not allowed, so check the path too."
+            )
+        wait = requested_wait(error.response.get("ResponseMetadata", {}).get("HTTPHeaders"))
+        if code in THROTTLING_CODES or status == 429 or (status == 503 and wait is not None):
+            return ThrottledError(
+                f"Expected to {action} {where}, found {found} (the store's rate limit); waiting, then trying again.",
+                wait=wait,
             )
         if code in TRANSIENT_CODES or status >= 500 or status == 429:
             return TransientStorageError(f"Expected to {action} {where}, found {found}; will retry.")

@@ -104,12 +104,12 @@ def test_kinds_left_unlimited_pass_the_rate_limit_without_a_token(root: Path) ->
         assert statuses == [200, 200, 200, 200, 429]
 
 
-def test_the_http_store_retries_each_429_once_and_gets_the_file(root: Path, tmp_path: Path) -> None:
+def test_the_http_store_waits_out_each_429_without_an_attempt_and_gets_the_file(root: Path, tmp_path: Path) -> None:
     failures: list[BaseException] = []
     # The bucket's clock moves 0.125 s a request (half a token): the 2nd and 3rd downloads meet one 429 each.
     with ThrottleServer(root, Throttle(rate_limit=4.0), clock=ticks(0.125)) as server:
         store = HttpStore(server.remote("node0", "ds"))
-        policy = RetryPolicy(attempts=20, base_delay=0.05, max_delay=0.05)
+        policy = RetryPolicy(attempts=1)  # a 429 is not a failed attempt: one attempt is enough
         for number in range(3):
             call_with_retries(
                 lambda number=number: store.download("shard.00000.mds", tmp_path / f"copy{number}"),  # type: ignore[misc]
@@ -118,6 +118,6 @@ def test_the_http_store_retries_each_429_once_and_gets_the_file(root: Path, tmp_
                 on_retry=lambda _attempt, error: failures.append(error),
             )
         assert server.count("gets", "node0") == 3
-        assert server.count("throttled", "node0") == len(failures) == 2
-        assert all("429" in str(error) for error in failures)
+        assert server.count("throttled", "node0") == 2
+        assert failures == []
         assert (tmp_path / "copy2").read_bytes() == (root / "ds" / "shard.00000.mds").read_bytes()

@@ -10,8 +10,10 @@ path, so each node reads the same dataset through its own remote URL (``server.r
 * ``latency`` (s) passes between a request's arrival and its first byte, for every answer.
 * ``rate_limit`` (requests/s) covers everything the server answers, all groups together (but the file
   kinds in ``unlimited``): a token bucket of ``burst`` requests refilled at that rate. A request that
-  finds no token is answered 429 Too Many Requests, without ``Retry-After`` (after the latency, like any
-  answer), and its connection is closed. The bucket reads ``clock`` (``time.monotonic``); a test may
+  finds no token is answered 429 Too Many Requests (after the latency, like any answer), with
+  ``Retry-After: <retry_after>`` where ``retry_after`` is set, else without, and its connection is
+  closed. ``refusals`` records when each 429 went out (the monotonic clock every process shares), to
+  whom and the wait it named. The bucket reads ``clock`` (``time.monotonic``); a test may
   pass one that ticks a fixed step per request (``ticks``), so which requests pass does not depend on
   how fast the machine sends them.
 
@@ -47,6 +49,7 @@ class Throttle:
     rate_limit: float | None = None  # requests per second over all groups; more are answered 429
     burst: float = 1.0  # requests the rate limit lets through at once after an idle spell
     unlimited: frozenset[str] = frozenset()  # file kinds the rate limit lets through uncounted ("index")
+    retry_after: int | None = None  # seconds a 429 names in Retry-After; None: no such header
 
     def __post_init__(self) -> None:
         for name in ("bandwidth", "rate_limit"):
@@ -133,6 +136,7 @@ class ThrottleServer:
         self.throttled: Counter[tuple[str, str]] = Counter()  # (group, kind) -> 429 answers
         self.bytes: Counter[tuple[str, str]] = Counter()  # (group, kind) -> body bytes sent
         self.log: list[tuple[float, str, str, str, int]] = []  # (arrival, group, method, path, status)
+        self.refusals: list[tuple[float, str, int | None]] = []  # (429 sent, group, Retry-After named)
         self._lock = threading.Lock()
         self._pacers: dict[str, _Pacer] = {}
         rate_limit, burst = throttle.rate_limit, throttle.burst
@@ -176,6 +180,7 @@ class ThrottleServer:
             self.throttled.clear()
             self.bytes.clear()
             self.log.clear()
+            self.refusals.clear()
 
     def count(self, counter: str, group: str, kind: str = "shard") -> int:
         """``gets``, ``throttled`` or ``bytes`` of ``group`` for files of ``kind``."""
@@ -249,7 +254,10 @@ class _Handler(BaseHTTPRequestHandler):
         admitted = owner.admit(arrival, group, self.command, path)
         owner.wait_until(arrival + owner.throttle.latency)
         if not admitted:
-            self._send_empty(429, "Too Many Requests", close=True)
+            retry_after = owner.throttle.retry_after
+            with owner._lock:  # recorded before the answer goes out: the client's wait starts later
+                owner.refusals.append((time.monotonic(), group, retry_after))
+            self._send_empty(429, "Too Many Requests", close=True, retry_after=retry_after)
             return
         file = (owner.root / path).resolve()
         if not path or not file.is_file() or not file.is_relative_to(owner.root):
@@ -270,9 +278,11 @@ class _Handler(BaseHTTPRequestHandler):
         parts = unquote(urlsplit(self.path).path).lstrip("/").split("/", 1)
         return parts[0], parts[1] if len(parts) > 1 else ""
 
-    def _send_empty(self, status: int, reason: str, *, close: bool = False) -> None:
+    def _send_empty(self, status: int, reason: str, *, close: bool = False, retry_after: int | None = None) -> None:
         self.send_response(status, reason)
         self.send_header("Content-Length", "0")
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         if close:
             # The http store returns a connection to its pool after an error status without reading
             # the answer to its end, and urllib3 then fails the next request on it: closing the
