@@ -20,6 +20,7 @@ from stream_plugin.preemption import WorkerSignalGuard
 from stream_plugin.text import StreamingTextDataset
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.config import dataset_arguments, device_batch_size_of, resolve_callable
+from stream_plugin_composer.layout import shared_replication, tensor_parallel_degree
 from stream_plugin_composer.text_loader import (
     PLAIN_LOADER_DEFAULTS,
     TEXT_KEYS,
@@ -74,6 +75,7 @@ def build_streaming_dataspec(
     timeout: float = 0,
     drop_last: bool = False,
     collate_fn: str | Callable[..., Any] | None = None,
+    parallelism_config: Any = None,
 ) -> DataSpec:
     """The llm-foundry ``train_loader`` / ``eval_loader`` builder (registered as ``stream_plugin``).
 
@@ -86,19 +88,32 @@ def build_streaming_dataspec(
     (True) and ``prefetch_factor`` (2); otherwise those default to False, False and torch's.
     ``name`` (the registry key, passed by older llm-foundry versions) is ignored. ``collate_fn`` may be
     a ``"package.module:function"`` string.
+
+    Tensor and sequence parallel ranks share batches (docs/parallelism.md): ``parallelism_config`` (the
+    Trainer's) with ``tp`` makes each ``tensor_parallel_degree`` consecutive ranks one replica set, as
+    Composer's mesh does; ``dataset.seq_parallel_replication: k`` makes k consecutive ranks share every
+    sample, and a rank's batch then holds ``device_batch_size x k`` samples (``device_batch_size`` may
+    be a fraction). ``replication`` in the dataset section, if given, must agree.
     """
     del name  # accepted for llm-foundry's calling convention
-    batch_size = device_batch_size_of(device_batch_size)
     text = is_text_section(dataset)
     arguments = dataset_arguments(dataset, TEXT_KEYS if text else ())
     collate = resolve_callable(collate_fn, name="train_loader.collate_fn")
+    parts = text_parts(arguments, tokenizer) if text else None
+    seq_parallel = parts.seq_parallel_replication if parts is not None else 1
+    replication = shared_replication(
+        arguments.pop("replication", None), tensor_parallel_degree(parallelism_config), "parallelism_config.tp"
+    )
+    replication = shared_replication(replication, seq_parallel, "seq_parallel_replication")
+    batch_size = device_batch_size_of(device_batch_size * seq_parallel)
     streaming: StreamingDataset
-    if text:
-        parts = text_parts(arguments, tokenizer)
-        streaming = StreamingTextDataset(**arguments, **parts.dataset_options, batch_size=batch_size)
+    if parts is not None:
+        streaming = StreamingTextDataset(
+            **arguments, **parts.dataset_options, replication=replication, batch_size=batch_size
+        )
         collate = collate or parts.collate_fn
     else:
-        streaming = StreamingDataset(**arguments, batch_size=batch_size)
+        streaming = StreamingDataset(**arguments, replication=replication, batch_size=batch_size)
     defaults = TEXT_LOADER_DEFAULTS if text else PLAIN_LOADER_DEFAULTS
     loader_options: dict[str, Any] = {}
     if num_workers:
@@ -118,6 +133,7 @@ def build_streaming_dataspec(
         timeout=timeout,
         drop_last=drop_last,
         collate_fn=collate,
+        check_layout=True,  # replicas' settings; ExactDataResumption checks against the Trainer's mesh too
         **loader_options,
     )
     return streaming_dataspec(loader, get_num_tokens_in_batch=num_tokens_in_batch if text else None)

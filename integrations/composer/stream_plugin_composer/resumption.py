@@ -32,6 +32,7 @@ from stream_plugin import (
     resume_state_at,
 )
 from stream_plugin.redaction import get_logger
+from stream_plugin_composer.layout import data_parallel_check
 
 log = get_logger(__name__)
 
@@ -49,6 +50,12 @@ def streaming_dataset_of(state: State) -> StreamingDataset:
             "stream_plugin_composer.build_streaming_dataspec or streaming_dataspec, or remove the callback"
         )
     return dataset
+
+
+def distinct_samples(counted: int, dataset: StreamingDataset) -> int:
+    """Composer's sample count, which sums every rank's batch, in distinct samples: the replicas of a
+    data-parallel coordinate (tensor or sequence parallel ranks) each count the same batch."""
+    return counted // dataset.data_parallel.replication
 
 
 class ExactDataResumption(Callback):
@@ -73,6 +80,8 @@ class ExactDataResumption(Callback):
         del logger
         self._state = state
         dataset = streaming_dataset_of(state)
+        # Before any batch: under tensor parallelism, the dataset's data-parallel layout is the mesh's.
+        data_parallel_check(state.train_dataloader, state.device_mesh)
         restored, self._restored = self._restored, None
         if restored is None:
             return
@@ -104,11 +113,12 @@ class ExactDataResumption(Callback):
     # ------------------------------------------------------------------ state
     def current_state(self, state: State) -> ResumeState:
         """The data position at ``state.timestamp``, as the next run must resume it."""
-        sample_in_epoch = int(state.timestamp.sample_in_epoch)
+        dataset = streaming_dataset_of(state)
+        sample_in_epoch = distinct_samples(int(state.timestamp.sample_in_epoch), dataset)
         # Mid-epoch, the global batch size the epoch began with (kept across resumes); at its start, today's.
         epoch_batch_size = self._epoch_batch_size if sample_in_epoch else None
         return resume_state_at(
-            streaming_dataset_of(state),
+            dataset,
             int(state.timestamp.epoch),
             sample_in_epoch,
             epoch_batch_size=epoch_batch_size,
@@ -132,7 +142,8 @@ class ExactDataResumption(Callback):
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _warn_if_clocks_differ(restored: ResumeState, state: State) -> None:
-        clock = (int(state.timestamp.epoch), int(state.timestamp.sample_in_epoch))
+        dataset = streaming_dataset_of(state)
+        clock = (int(state.timestamp.epoch), distinct_samples(int(state.timestamp.sample_in_epoch), dataset))
         if clock != (restored.epoch, restored.sample_in_epoch):
             warnings.warn(
                 f"ExactDataResumption: the data resumes at epoch {restored.epoch}, sample "

@@ -37,6 +37,7 @@ class TextParts:
 
     dataset_options: dict[str, Any]  # StreamingTextDataset's own arguments (tokenizer included)
     collate_fn: Callable[[list[Any]], Any]
+    seq_parallel_replication: int = 1  # consecutive ranks that share every sample (sequence parallelism)
 
 
 def _check_special_token(name: str, given: Any, tokenizer: Any, override: bool) -> None:
@@ -61,10 +62,11 @@ def text_parts(arguments: dict[str, Any], tokenizer: Any) -> TextParts:
             "train_loader.dataset.max_seq_len: expected it with llm-foundry's text keys (tokens per "
             f"sample), found only {sorted(options)}; add e.g. max_seq_len: 2048"
         )
-    if (options.pop("seq_parallel_replication", 1) or 1) > 1:
+    seq_parallel = options.pop("seq_parallel_replication", 1) or 1
+    if isinstance(seq_parallel, bool) or not isinstance(seq_parallel, int) or seq_parallel < 1:
         raise ConfigError(
-            "train_loader.dataset.seq_parallel_replication: expected 1 or unset (llm-foundry does not "
-            "support sequence parallelism either), found a larger value; use replication for tensor parallelism"
+            f"train_loader.dataset.seq_parallel_replication: expected an int >= 1 (the ranks of one "
+            f"sequence-parallel group), found {seq_parallel!r}; set it to the sequence-parallel degree"
         )
     eos_token_id, bos_token_id = options.pop("eos_token_id", None), options.pop("bos_token_id", None)
     for name, given in (("eos_token_id", eos_token_id), ("bos_token_id", bos_token_id)):
@@ -77,7 +79,11 @@ def text_parts(arguments: dict[str, Any], tokenizer: Any) -> TextParts:
     collate = TextCollator.for_tokenizer(
         text_tokenizer, eos_token_id=eos_token_id, bos_token_id=bos_token_id, masking=masking
     )
-    return TextParts(dataset_options={**options, "tokenizer": text_tokenizer}, collate_fn=collate)
+    return TextParts(
+        dataset_options={**options, "tokenizer": text_tokenizer},
+        collate_fn=collate,
+        seq_parallel_replication=seq_parallel,
+    )
 
 
 def num_tokens_in_batch(batch: Any) -> int | dict[str, int]:
