@@ -178,7 +178,7 @@ class AzureStore:
             if status in (401, 403):
                 raise self._denied(where, action, error) from error
             wait = requested_wait(getattr(error.response, "headers", None))
-            if status == 429 or (status == 503 and (_code(error) == "ServerBusy" or wait is not None)):
+            if status == 429 or (status == 503 and (getattr(error, "error_code", None) == "ServerBusy" or wait is not None)):
                 raise ThrottledError(
                     f"Expected to {action} {where}, found {_code(error) or 'throttling'} (HTTP {status}: the "
                     f"account's rate limit); waiting, then trying again.",

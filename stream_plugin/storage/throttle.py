@@ -89,7 +89,8 @@ class NodeThrottle:
         def step(state: RateState) -> RateState:
             after, result = change(state)
             results.append(result)
-            if (after.refused or after.waited > 0.5) and now - after.reported_at >= REPORT_EVERY:
+            due = not after.reported_at or now - after.reported_at >= REPORT_EVERY
+            if (after.refused or after.waited > 0.5) and due:
                 report.append(after)
                 after = node_rate.reported(after, now)
             return after
@@ -104,7 +105,7 @@ class NodeThrottle:
         window = "so far" if since is None else f"in the last {since:.0f}s"
         rate = "unpaced" if state.rate is None else f"at most {state.rate:.2f} requests/s"
         logger.warning(
-            "throttling by the store (%s): this node had %d of %d request(s) refused %s, %.1fs waited in all; "
+            "throttling by the store (%s): this node had %d of %d request(s) refused %s, and waited %.1fs in all; "
             "the node now sends %s (cut from %.2f at the last refusal). Downloads slow down and continue; "
             "they fail only if one is refused for throttle_deadline",
             self._store,

@@ -12,6 +12,8 @@ import pytest
 from support.azure_server import ACCOUNT, KEY, AzureContainer
 from support.fault_proxy import FaultProxy, FaultRule
 
+from stream_plugin.storage.base import ThrottledError
+
 from stream_plugin.errors import ConfigError, MissingDependencyError
 from stream_plugin.storage import (
     AzureStore,
@@ -151,6 +153,19 @@ def test_server_errors_and_resets_are_transient(
             store.download("k", tmp_path / "out", timeout=5)
         assert store.download("k", tmp_path / "out", timeout=5) == 1000
     assert azure_proxy.injected == {"http_503": 1, "reset": 1}
+
+
+@pytest.mark.parametrize(("fault", "wait"), [("http_429", 0.0), ("server_busy", None)])
+def test_a_429_and_a_503_server_busy_are_throttling_not_failed_attempts(
+    fault: str, wait: float | None, azure_container: AzureContainer, azure_proxy: FaultProxy, tmp_path: Path
+) -> None:
+    azure_container.put("root/k", b"v" * 1000)
+    store = proxied(azure_container, azure_proxy)
+    azure_proxy.set_rules(FaultRule(fault, path_contains="/root/k", limit=1))  # type: ignore[arg-type]
+    with pytest.raises(ThrottledError, match="rate limit") as caught:
+        store.download("k", tmp_path / "out", timeout=5)
+    assert caught.value.wait == wait
+    assert store.download("k", tmp_path / "out", timeout=5) == 1000
 
 
 def test_stalled_server_times_out_as_transient_within_the_timeout(

@@ -22,6 +22,7 @@ from stream_plugin.storage import (
     call_with_retries,
     open_store,
 )
+from stream_plugin.storage.base import ThrottledError
 from stream_plugin.storage.gcs_hmac import GcsHmacStore
 
 TIMEOUT = 0.5
@@ -115,6 +116,16 @@ def test_server_errors_and_resets_are_transient_and_retried(
             store.download("k", tmp_path / "out", timeout=5)
         assert store.download("k", tmp_path / "out", timeout=5) == 1000
     assert gcs_proxy.injected == {"http_503": 1, "reset": 1, "truncate": 1}
+
+
+def test_a_429_is_throttling_not_a_failed_attempt(gcs_bucket: GcsBucket, gcs_proxy: FaultProxy, tmp_path: Path) -> None:
+    gcs_bucket.put("root/k", b"v" * 1000)
+    store = GcsStore(gcs_bucket.url("root"), endpoint_url=gcs_proxy.endpoint_url, anonymous=True)
+    gcs_proxy.set_rules(FaultRule("http_429", path_contains=OBJECT_K, limit=1))
+    with pytest.raises(ThrottledError, match="rate limit") as caught:
+        store.download("k", tmp_path / "out", timeout=5)
+    assert caught.value.wait == 0.0  # the Retry-After it sent
+    assert store.download("k", tmp_path / "out", timeout=5) == 1000
 
 
 def test_stalled_server_times_out_as_transient_within_the_timeout(

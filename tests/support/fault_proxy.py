@@ -5,7 +5,9 @@ upstream server and, when a :class:`FaultRule` fires, answers with a fault inste
 
 * ``http_500`` / ``http_503`` / ``http_403`` / ``http_404`` — an S3-style XML error response (the 503 is
   ``ServiceUnavailable``: an outage, a failed attempt);
-* ``slow_down`` — S3's throttling answer, 503 ``SlowDown`` with ``Retry-After: 0`` (not a failed attempt);
+* ``slow_down`` / ``http_429`` — throttling: S3's 503 ``SlowDown`` / a 429 ``TooManyRequests``, with
+  ``Retry-After: 0``; ``server_busy`` — Azure's 503 ``ServerBusy``, with no ``Retry-After`` (none of
+  them is a failed attempt);
 * ``reset`` — the connection is closed with ``SO_LINGER 0`` (the client sees a TCP RST);
 * ``stall`` — nothing is answered for ``stall_seconds`` (set it above the client's read timeout), or
   until the client hangs up: ``stalls`` records, by the proxy's own clock, whether and when it did;
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Literal
 
 FaultKind = Literal[
-    "http_500", "http_503", "http_403", "http_404", "slow_down", "reset", "stall", "stall_body", "truncate"
+    "http_500", "http_503", "http_403", "http_404", "slow_down", "http_429", "server_busy", "reset", "stall", "stall_body", "truncate"
 ]
 RequestKind = Literal["get", "head", "put", "post", "delete", "list", "other"]
 
@@ -46,6 +48,8 @@ ERROR_STATUS = {
     "http_500": (500, "Internal Server Error", "InternalError"),
     "http_503": (503, "Service Unavailable", "ServiceUnavailable"),
     "slow_down": (503, "Slow Down", "SlowDown"),
+    "http_429": (429, "Too Many Requests", "TooManyRequests"),
+    "server_busy": (503, "Server Busy", "ServerBusy"),
     "http_403": (403, "Forbidden", "AccessDenied"),
     "http_404": (404, "Not Found", "NoSuchKey"),
 }
@@ -369,7 +373,7 @@ class _Handler(socketserver.BaseRequestHandler):
             ("Content-Length", str(len(body))),
             ("Connection", "close"),
         ]
-        if code == "SlowDown":
+        if code in ("SlowDown", "TooManyRequests"):
             headers.append(("Retry-After", "0"))
         if head.first_line.startswith("HEAD "):
             body = b""  # A HEAD answer announces the length but carries no body.
