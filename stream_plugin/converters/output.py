@@ -43,8 +43,8 @@ def check_writer_options(options: Mapping[str, Any], *, caller: str) -> None:
     unknown = sorted(set(options) - writer_option_names())
     if unknown:
         raise ConfigError(
-            f"{caller}: expected MDSWriter options among {sorted(writer_option_names())}, found {unknown}; "
-            "remove or rename them"
+            f"{caller}: expected MDSWriter options among {sorted(writer_option_names())}, found {unknown} "
+            "(Invalid Writer argument(s)); remove or rename them"
         )
     if "columns" in options:
         mds.columns_for_writer(options["columns"])
@@ -91,7 +91,8 @@ def prepare_output(out: str | tuple[str, str], *, exist_ok: bool, caller: str) -
     if root.is_dir() and any(root.iterdir()):
         if not exist_ok:
             raise OutputExistsError(
-                f"{caller}: expected an empty or new output folder, found {root} holds files; pass "
+                f"{caller}: expected an empty or new output folder, found {root} holds files (Directory is "
+                "not empty); pass "
                 "exist_ok=True in the writer options to replace them, or choose another folder"
             )
         (root / INDEX_BASENAME).unlink(missing_ok=True)  # first: no reader sees old and new mixed

@@ -157,7 +157,7 @@ def test_bad_arguments_are_refused_before_any_task(spark: Any, tmp_path: Path) -
         dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path), "size": 10})
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "old.txt").write_text("x")
-    with pytest.raises(OutputExistsError, match=r"holds files; pass exist_ok=True"):
+    with pytest.raises(OutputExistsError, match=r"holds files \(Directory is not empty\); pass exist_ok=True"):
         dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "full")})
 
 
