@@ -78,14 +78,19 @@ def test_model_parallel_tp2_preempted_and_resumed_trains_the_data_parallel_globa
     assert len(merge_runs(first, second)) == RESUMED_STEPS
 
 
-def test_a_replication_that_contradicts_ddp_stops_at_the_first_batch(reference: Reference, tmp_path: Path) -> None:
+def test_a_replication_that_contradicts_ddp_stops_at_the_first_batch(
+    reference: Reference, tmp_path: Path
+) -> None:
     # Under DDP every rank trains its own data; replication=2 makes both ranks read the same samples.
     config = reference.run_config(tmp_path, "replicated", devices=2, val=False, replication=2)
     status, output = finish_process(start_process(config), timeout=180)
     assert status != 0
+    # The message docs/parallelism.md quotes.
     assert (
         "LayoutError: data-parallel layout: expected ranks 0 and 1 (data-parallel coordinates 0 and 1 of the "
-        "training job) to get different samples, found the dataset gives both coordinate 0"
+        "training job) to get different samples, found the dataset gives both coordinate 0 (2 replicas per "
+        "coordinate, from replication or the mesh it was given); pass the job's data-parallel mesh as "
+        "data_parallel_mesh, or leave replication unset"
     ) in output, output[-4000:]
     assert not (Path(config.records) / "replicated-rank0.jsonl").exists()  # no step trained
 
