@@ -12,23 +12,32 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
 
-from stream_plugin.errors import EmptyStreamError, StateError
+from stream_plugin.errors import ConfigError, EmptyStreamError, StateError
 from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.reading.dataset_plan import SampleTable, StreamSamples
 from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.reading.state import fingerprint as make_fingerprint
 from stream_plugin.reading.stream import Stream
 from stream_plugin.text.blocks import block_pieces, blocks_per_shard, num_blocks, token_offsets
+from stream_plugin.text.documents import (
+    document_lengths_from_bos,
+    document_lengths_from_eos,
+    documents_from_lengths,
+)
 from stream_plugin.text.samples import check_token_encoding_type
-from stream_plugin.text.token_counts import cached_counts, count_tokens, counts_path, sample_tokens
+from stream_plugin.text.token_counts import cached_counts, count_tokens, counts_path
+from stream_plugin.text.token_views import TokenViews
 from stream_plugin.units import parse_whole_number
 
 _SIZE_IN_FINGERPRINT = re.compile(r":block_size=(\d+)$")
+
+BlockDtype = Literal["int64", "stored"]
+DOCUMENT_FIELDS = ("sequence_id", "position_ids", "cu_seqlens")
 
 
 def check_block_size(value: Any) -> int:
@@ -40,14 +49,26 @@ def check_block_size(value: Any) -> int:
 class StreamingTokenBlockDataset(StreamingDataset):
     """Streams blocks of ``block_size + 1`` consecutive tokens, read across sample boundaries.
 
-    Each item is a 1-D int64 tensor of ``block_size + 1`` tokens: ``item[:-1]`` are the inputs and
+    Each item is a 1-D tensor of ``block_size + 1`` tokens: ``item[:-1]`` are the inputs and
     ``item[1:]`` the labels (nanoGPT's ``x, y``). Consecutive blocks of a stream share one token (the
     last of one is the first of the next), so every token is an input exactly once per pass.
+
+    With ``sequence_id``, ``position_ids`` or ``cu_seqlens`` on, each item is a dict instead:
+    ``input_ids`` (the block), and the fields asked for, which say where documents start inside the
+    block (``stream_plugin.text.documents``); batch them with ``collate_token_blocks``.
 
     Args:
         block_size: input tokens per block.
         column: the column that holds each sample's tokens (an int ``ndarray``, a ``json`` list, ``bytes``).
         token_encoding_type: the dtype of tokens stored as raw ``bytes``; ndarray columns carry their own.
+        dtype: ``"int64"`` (what embeddings and losses take) or ``"stored"``: the column's own dtype
+            (``uint16``, ``int32``), a quarter or half of the bytes to copy and hand between processes.
+        sequence_id: add each token's document index within the block (llm-foundry's ``sequence_id``).
+        position_ids: add each token's position in its document, restarting at 0 at each document.
+        cu_seqlens: add the cumulative document lengths of the block's inputs (int32, flash-attention).
+        eos_token_id: documents end after this token (for data without document structure); by
+            default each sample is a document.
+        bos_token_id: documents start at this token instead (llm-foundry's other choice).
         Every other argument is ``StreamingDataset``'s; counts in it (``epoch_size``, a stream's
         ``choose``, ``shuffle_block_size``, ``batch_size``) are counted in blocks, and ``proportion``
         is a share of blocks, that is of tokens.
@@ -59,11 +80,28 @@ class StreamingTokenBlockDataset(StreamingDataset):
         block_size: int,
         column: str = "tokens",
         token_encoding_type: str = "int64",
+        dtype: BlockDtype = "int64",
+        sequence_id: bool = False,
+        position_ids: bool = False,
+        cu_seqlens: bool = False,
+        eos_token_id: int | None = None,
+        bos_token_id: int | None = None,
         **kwargs: Any,
     ) -> None:
         self.block_size = check_block_size(block_size)
         self.column = str(column)
         self.token_encoding_type = check_token_encoding_type(token_encoding_type)
+        self.dtype = check_block_dtype(dtype)
+        asked = {"sequence_id": sequence_id, "position_ids": position_ids, "cu_seqlens": cu_seqlens}
+        self.document_fields: tuple[str, ...] = tuple(name for name in DOCUMENT_FIELDS if asked[name])
+        self.eos_token_id = check_split_token(eos_token_id, self.document_fields, name="eos_token_id")
+        self.bos_token_id = check_split_token(bos_token_id, self.document_fields, name="bos_token_id")
+        if self.eos_token_id is not None and self.bos_token_id is not None:
+            raise ConfigError(
+                f"eos_token_id / bos_token_id: expected one token that splits documents, found both "
+                f"({self.eos_token_id} and {self.bos_token_id}); pass eos_token_id if documents end "
+                "with an EOS token, or bos_token_id if they start with a BOS token"
+            )
         super().__init__(**kwargs)
         # Scalar lookups of the read path, as Python lists (bisect beats numpy on one value).
         samples, blocks = self.plan.shards, self.plan.table
@@ -71,6 +109,8 @@ class StreamingTokenBlockDataset(StreamingDataset):
         self._first_block_per_stream: list[int] = blocks.sample_offset_per_stream.tolist()
         self._first_sample_per_stream: list[int] = samples.sample_offset_per_stream.tolist()
         self._first_sample_per_shard: list[int] = samples.sample_offset_per_shard.tolist()
+        self._token_views = TokenViews(self.column, self.token_encoding_type, self._shard_access().max_open)
+        self._cast: type[np.integer[Any]] | None = np.int64 if self.dtype == "int64" else None
 
     def sample_table(self, streams: StreamSamples) -> SampleTable:
         """Blocks, not samples: each shard holds the blocks that start in it (the ``sample_table`` hook).
@@ -117,21 +157,38 @@ class StreamingTokenBlockDataset(StreamingDataset):
             return self.get_item(at)  # the per-block path of iteration
         return super().__getitem__(at)
 
-    def get_item(self, sample_id: int) -> torch.Tensor:
-        """Block ``sample_id`` (a global block id): ``block_size + 1`` int64 tokens."""
+    def get_item(self, sample_id: int) -> torch.Tensor | dict[str, torch.Tensor]:
+        """Block ``sample_id`` (a global block id): ``block_size + 1`` tokens, or a dict with the document
+        fields asked for (see the class)."""
         stream = bisect_right(self._first_block_per_stream, sample_id) - 1
         block = sample_id - self._first_block_per_stream[stream]
         first_sample = self._first_sample_per_stream[stream]
-        pieces = [
-            self._sample_tokens(first_sample + sample)[begin:end]
-            for sample, begin, end in block_pieces(self._token_offsets[stream], self.block_size, block)
-        ]
-        return torch.from_numpy(np.concatenate(pieces, dtype=np.int64))
+        pieces = block_pieces(self._token_offsets[stream], self.block_size, block)
+        parts = [self._sample_tokens(first_sample + sample)[begin:end] for sample, begin, end in pieces]
+        # One copy of the shard's memory into the block (a new array, so the item is writable).
+        tokens = (
+            parts[0].astype(self._cast or parts[0].dtype)
+            if len(parts) == 1
+            else np.concatenate(parts, dtype=self._cast)
+        )
+        if not self.document_fields:
+            return torch.from_numpy(tokens)
+        if self.eos_token_id is not None:
+            lengths = document_lengths_from_eos(tokens, self.eos_token_id)
+        elif self.bos_token_id is not None:
+            lengths = document_lengths_from_bos(tokens, self.bos_token_id)
+        else:
+            lengths = np.array([end - begin for _, begin, end in pieces], np.int64)  # (documents,)
+        documents = documents_from_lengths(lengths)
+        item = {"input_ids": torch.from_numpy(tokens)}
+        for name in self.document_fields:
+            item[name] = torch.from_numpy(getattr(documents, name))
+        return item
 
     def _sample_tokens(self, sample_id: int) -> np.ndarray:
         shard = bisect_right(self._first_sample_per_shard, sample_id) - 1
-        sample = self._shard_access().reader(shard).read(sample_id - self._first_sample_per_shard[shard])
-        return sample_tokens(sample, self.column, self.token_encoding_type)
+        reader = self._shard_access().reader(shard)
+        return self._token_views.tokens(reader, shard, sample_id - self._first_sample_per_shard[shard])
 
     # ------------------------------------------------------------------ resumption
     def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:
@@ -151,6 +208,33 @@ class StreamingTokenBlockDataset(StreamingDataset):
         super().load_state_dict(obj, strict=strict)
 
 
+def check_block_dtype(value: Any) -> BlockDtype:
+    choices: tuple[BlockDtype, ...] = get_args(BlockDtype)
+    if value not in choices:
+        raise ConfigError(
+            f"dtype: expected one of {list(choices)} (int64 tokens, or the column's stored dtype), found "
+            f"{value!r}; pass dtype='stored' to keep uint16/int32 tokens, else leave the default"
+        )
+    return value
+
+
+def check_split_token(value: Any, fields: Sequence[str], *, name: str) -> int | None:
+    """A token id that splits documents (``eos_token_id`` / ``bos_token_id``), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 0:
+        raise ConfigError(
+            f"{name}: expected a token id (an int >= 0) or None, found {value!r}; pass the "
+            "tokenizer's id, or leave it out to take each sample as a document"
+        )
+    if not fields:
+        raise ConfigError(
+            f"{name}: expected it with a document field ({', '.join(f'{name}=True' for name in DOCUMENT_FIELDS)}), "
+            f"found {name}={value} alone, which changes nothing; turn one of them on, or leave {name} out"
+        )
+    return int(value)
+
+
 def saved_block_size(obj: object) -> int | None:
     """The ``block_size`` a resume state was taken at (from its fingerprint), or None for another dataset's."""
     fingerprint = obj.get("fingerprint") if isinstance(obj, dict) else None
@@ -158,13 +242,18 @@ def saved_block_size(obj: object) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _count_stream_tokens(streams: StreamSamples, stream: int, column: str, token_encoding_type: str) -> np.ndarray:
+def _count_stream_tokens(
+    streams: StreamSamples, stream: int, column: str, token_encoding_type: str
+) -> np.ndarray:
     """Tokens of each sample of stream ``stream``, counted once per index (cached beside it)."""
     table = streams.samples.table
     first = int(table.shard_offset_per_stream[stream])
     shard_ids = list(range(first, first + int(table.shards_per_stream[stream])))
     path = counts_path(
-        streams.opened.cache_specs[stream].config.local, streams.opened.index_digests[stream], column, token_encoding_type
+        streams.opened.cache_specs[stream].config.local,
+        streams.opened.index_digests[stream],
+        column,
+        token_encoding_type,
     )
     access = streams.readers.access()
     return cached_counts(path, lambda: count_tokens(access, shard_ids, column, token_encoding_type))
@@ -183,4 +272,10 @@ def _refuse_streams_without_blocks(
             )
 
 
-__all__ = ["StreamingTokenBlockDataset", "check_block_size"]
+__all__ = [
+    "DOCUMENT_FIELDS",
+    "BlockDtype",
+    "StreamingTokenBlockDataset",
+    "check_block_dtype",
+    "check_block_size",
+]

@@ -48,13 +48,14 @@ def block_pieces(offsets: np.ndarray, block_size: int, block: int) -> list[tuple
     stream-local sample, in order. Empty samples are skipped."""
     start = block * block_size
     stop = start + block_size + 1
-    first = int(np.searchsorted(offsets, start, side="right")) - 1
-    last = int(np.searchsorted(offsets, stop - 1, side="right")) - 1
+    sample = int(np.searchsorted(offsets, start, side="right")) - 1
+    sample_start = int(offsets[sample])
     pieces = []
-    for sample in range(first, last + 1):
-        sample_start = int(offsets[sample])
+    while sample_start < stop:  # stop <= offsets[-1]: the loop ends inside the stream
+        sample_end = int(offsets[sample + 1])
         begin = max(start - sample_start, 0)
-        end = min(stop, int(offsets[sample + 1])) - sample_start
+        end = min(stop, sample_end) - sample_start
         if end > begin:
             pieces.append((sample, begin, end))
+        sample, sample_start = sample + 1, sample_end
     return pieces
