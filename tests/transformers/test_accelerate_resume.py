@@ -66,6 +66,7 @@ def test_load_state_continues_exactly(
         "start_step": 7,
         "resume": str(root / "state"),
         "num_workers": 2,
+        "start_method": "spawn",  # macOS's default
     }
     _, steps = run(config, world=world)
     assert steps == {step: reference[step] for step in range(8, STEPS + 1)}

@@ -31,9 +31,15 @@ def test_each_checkpoint_holds_the_data_position_of_its_step(hf_reference: Refer
     assert latest_checkpoint(hf_reference.config["output_dir"]) == hf_reference.checkpoint(14)
 
 
-def test_resume_on_two_ranks_with_workers_continues_exactly(hf_reference: Reference, tmp_path: Path) -> None:
+def test_resume_on_two_ranks_with_forkserver_workers_continues_exactly(
+    hf_reference: Reference, tmp_path: Path
+) -> None:
     config = train_config(
-        Path(hf_reference.config["data"]), tmp_path, resume=hf_reference.checkpoint(6), num_workers=2
+        Path(hf_reference.config["data"]),
+        tmp_path,
+        resume=hf_reference.checkpoint(6),
+        num_workers=2,
+        start_method="forkserver",  # Python 3.14's default on Linux
     )
     run = run_ranks(config, world=2)
     assert run.codes == [0, 0], run.outputs
