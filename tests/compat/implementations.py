@@ -1,7 +1,9 @@
 """The two implementations the compatibility scenarios run against, behind one small interface.
 
-``ours`` is stream_plugin, always. ``mosaicml`` is MosaicML Streaming 0.13, only where it is importable
-(the peers environment: ``source scripts/lib/venv.sh && ensure_peers_venv``, never CI). Each scenario
+``ours`` is stream_plugin, always. ``mosaicml`` is MosaicML Streaming, only where it is importable: 0.12.0
+in the Composer environment, where ``./scripts/test`` runs it (``-m mosaicml``), and 0.13.0 in the peers
+environment (``source scripts/lib/venv.sh && ensure_peers_venv``); ``conftest.py`` says how the two
+differ. Each scenario
 asks for what it needs through ``Implementation``; MosaicML names are the interface, since they are
 what a user moving over writes.
 """

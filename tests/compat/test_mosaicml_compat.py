@@ -1,4 +1,5 @@
-"""Issue 11's §1 and §2 scenarios, written once, run against ours and (where importable) MosaicML 0.13.
+"""Issue 11's §1 and §2 scenarios, written once, run against ours and (where importable) MosaicML: 0.12.0
+in CI (the Composer environment), 0.13.0 in the peers environment.
 
 A scenario marked with ``differs`` is expected to fail on one implementation: the documentation's
 "Differences from MosaicML Streaming" page (docs/mosaicml-differences.md) lists each MosaicML one.
