@@ -44,3 +44,8 @@ def test_a_pkl_column_refused_says_the_shard_contains_an_unsafe_type(tmp_path: P
     (entry,) = load_index(tmp_path)
     with pytest.raises(UnsafeTypeError, match="contains an unsafe type"):
         open_shard(entry, tmp_path)
+
+
+def test_the_index_json_error_hides_a_urls_password_as_every_error_does() -> None:
+    error = IndexJSONError("https://user:hunter2@example.com/index.json: expected a JSON document")
+    assert "hunter2" not in str(error) and "hunter2" not in error.msg
