@@ -12,7 +12,11 @@ from typing import Any
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.mixing import StreamWeight
 from stream_plugin.redaction import redact_url
-from stream_plugin.storage.download_settings import DEFAULT_THROTTLE_DEADLINE, DOWNLOAD_DEFAULTS, DownloadSettings
+from stream_plugin.storage.download_settings import (
+    DEFAULT_THROTTLE_DEADLINE,
+    DOWNLOAD_DEFAULTS,
+    DownloadSettings,
+)
 from stream_plugin.storage.registry import check_storage_options
 
 _DOWNLOAD_NAMES = tuple(item.name for item in fields(DownloadSettings))

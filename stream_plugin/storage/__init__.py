@@ -2,7 +2,8 @@
 plugins, retries.
 
 ``open_store(url)`` picks the backend from the URL scheme; ``call_with_retries`` retries the transient
-failures every backend reports as ``TransientStorageError`` and fails fast on 404 / 403. The backends
+failures every backend reports as ``TransientStorageError`` (waiting out ``ThrottledError``, the store's
+rate limit, without counting an attempt) and fails fast on 404 / 403. The backends
 that need a cloud SDK (boto3, google-cloud-storage, azure-storage-blob, fsspec) are imported on first
 use, here as in ``open_store``, so importing this package loads none of them.
 """
@@ -17,6 +18,8 @@ from stream_plugin.storage.base import (
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     RetriesExhaustedError,
+    ThrottledError,
+    ThrottledTooLongError,
     TransientStorageError,
     join_key,
 )
@@ -65,6 +68,8 @@ __all__ = [
     "RetriesExhaustedError",
     "RetryPolicy",
     "S3Store",
+    "ThrottledError",
+    "ThrottledTooLongError",
     "TransientStorageError",
     "call_with_retries",
     "is_remote",

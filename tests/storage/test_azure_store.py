@@ -12,8 +12,6 @@ import pytest
 from support.azure_server import ACCOUNT, KEY, AzureContainer
 from support.fault_proxy import FaultProxy, FaultRule
 
-from stream_plugin.storage.base import ThrottledError
-
 from stream_plugin.errors import ConfigError, MissingDependencyError
 from stream_plugin.storage import (
     AzureStore,
@@ -24,6 +22,7 @@ from stream_plugin.storage import (
     call_with_retries,
     open_store,
 )
+from stream_plugin.storage.base import ThrottledError
 
 TIMEOUT = 0.5
 FAST_RETRIES = RetryPolicy(attempts=4, timeout=TIMEOUT, base_delay=0.0, max_delay=0.0, jitter=0.0)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-
 from stream_plugin.storage.node_rate import (
     DECREASE,
     FORGET_AFTER,
@@ -97,16 +96,14 @@ def test_an_unreadable_state_file_reads_as_a_fresh_state(tmp_path: Path) -> None
 def _reserve_slots(folder: str, count: int, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
     book = FileRateBook(Path(folder), "store")
     starts = []
+
+    def take(state: RateState) -> RateState:
+        after, start = reserve(state, T0)
+        starts.append(start)
+        return after
+
     for _ in range(count):
-        slot: list[float] = []
-
-        def take(state: RateState) -> RateState:
-            after, start = reserve(state, T0)
-            slot.append(start)
-            return after
-
         book.update(take)
-        starts.append(slot[0])
     queue.put(starts)
 
 
