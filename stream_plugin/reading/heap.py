@@ -21,11 +21,18 @@ by a ``StreamingDataLoader`` that starts workers:
   threshold twice that). Nothing is lowered, and at most
   64 MiB of freed heap stays resident. It is left alone where the user chose an allocator setting
   (``MALLOC_*_`` variables or ``glibc.malloc`` tunables), or with ``STREAM_PLUGIN_KEEP_MALLOC=1``.
+
+A worker also moves every object it holds when it starts reading into the garbage collector's
+permanent generation (``gc.freeze``): the modules it imported and the dataset live as long as it does,
+and a worker that was not forked (``spawn``, ``forkserver``: Python 3.14's default on Linux) would
+otherwise have the collector scan that whole heap, over and over, while it builds batches. That cost
+3 to 4 times the hand-off rate of 1 KiB samples (benchmarks/RESULTS.md, "Workers that are not forked").
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import platform
 
@@ -49,6 +56,7 @@ _M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, from glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 
 _settled: dict[int, str] = {}  # pid -> the policy this process already has ("worker" or "main")
+_frozen: set[int] = set()  # pids whose startup objects are in the collector's permanent generation
 
 
 def keep_freed_heap(limit: int = WORKER_TRIM_THRESHOLD, mmap_threshold: int = WORKER_MMAP_THRESHOLD) -> bool:
@@ -73,6 +81,15 @@ def user_chose_malloc(environ: dict[str, str] | None = None) -> bool:
     return any(name in env for name in _USER_MALLOC_VARIABLES) or "glibc.malloc." in env.get("GLIBC_TUNABLES", "")
 
 
+def freeze_startup_objects() -> None:
+    """Move every object this process holds into the collector's permanent generation, once per process
+    (``gc.freeze``; see the module): for a DataLoader worker, whose startup objects live as long as it."""
+    pid = os.getpid()
+    if pid not in _frozen:
+        gc.freeze()
+        _frozen.add(pid)
+
+
 def settle_heap(*, in_worker: bool) -> bool:
     """Give this process its reader's heap policy (see the module), once per process; True if set now
     or earlier, False where it is left alone (not glibc, or the user's choice in the main process)."""
@@ -81,6 +98,7 @@ def settle_heap(*, in_worker: bool) -> bool:
     if _settled.get(pid) == kind:
         return True
     if kind == "worker":
+        freeze_startup_objects()
         done = keep_freed_heap()
     elif user_chose_malloc():
         return False
