@@ -19,8 +19,11 @@ The model, in the order a step happens:
   opens its prefetch window only after its first sample.
 - **Throttling.** With ``rate_limit`` (R) the store admits requests from one token bucket for the
   whole job: it holds up to ``max(1, R)`` tokens (a second's worth), refills at R per second, and
-  each admitted request takes one. A request that finds none is answered 429 after the latency and
-  tried again after the mean of our backoff (``storage.retry.RetryPolicy``).
+  each admitted request takes one. A request that finds none is answered 429 after the latency. Each
+  node paces its requests as the real run does, by calling the same rule (``storage.node_rate``:
+  ``reserve`` a slot before each request, ``refused`` / ``answered`` after): unpaced until the first
+  429, then a shared rate with additive increase and multiplicative decrease. A 429 uses no attempt; a
+  download throttled past ``throttle_deadline`` is counted as failed (the real run raises there).
 - **Cache.** A node keeps what it downloaded across epochs. With ``cache_limit`` a download first
   makes room, by the dataset's ``eviction`` policy: ``belady`` evicts the idle shard the node reads
   again farthest ahead (never again first); a download ahead of need waits rather than evict a
@@ -53,7 +56,9 @@ from stream_plugin.reading.shard_access import DEFAULT_PREDOWNLOAD
 from stream_plugin.simulate.link import Link
 from stream_plugin.simulate.model import Hardware, Simulation, Workload
 from stream_plugin.simulate.reads import NodeEpoch, ReadPlan, plan_reads
-from stream_plugin.storage.retry import RetryPolicy
+from stream_plugin.storage import node_rate
+from stream_plugin.storage.download_settings import DEFAULT_THROTTLE_DEADLINE
+from stream_plugin.storage.node_rate import RateState
 
 _UNKNOWN = math.inf  # the ready time of a download not yet finished
 # Events: a request reaches the store (target: a download), a transfer's first byte arrives (a
@@ -97,7 +102,9 @@ class _Download:
     shard: int
     files_left: int
     ready: float = _UNKNOWN
-    attempt: int = 1
+    slot: float | None = None  # the node's slot this request was given (``node_rate.reserve``), once paced
+    given: float = 0.0  # when it was given that slot
+    throttled_since: float | None = None  # when the store first refused this request
     placed_step: int = -1  # the trainer's step when it was placed (its last use until it is read)
 
 
@@ -129,6 +136,7 @@ class _Node:
     bytes: int = 0
     downloads: int = 0
     failed: int = 0
+    rate: RateState = field(default_factory=RateState)  # the node's shared request rate (storage.node_rate)
     uses_of: dict[int, np.ndarray] = field(default_factory=dict)  # shard -> its demands (with a limit)
 
     def __post_init__(self) -> None:
@@ -159,8 +167,6 @@ class _Run:
         ranks = hardware.node_bands(hardware.data_parallel(config.replication))[0][1]  # coordinates per node
         self.readers = ranks * max(hardware.workers, 1)  # a node's (rank, worker) readers
         self.slots = self.readers * hardware.download_threads
-        retry = workload.download_retry
-        self.retry = RetryPolicy.from_mosaic() if retry is None else RetryPolicy.from_mosaic(retry)
         self.downloads: list[_Download] = []
         self.events: list[
             tuple[float, int, int, int, int]
@@ -230,25 +236,37 @@ class _Run:
             self._push(finish, _LINK, node.index, node.link.version)
 
     def _request(self, time: float, download: int) -> None:
-        """A request of ``download`` reaches the store at ``time``: admitted (its bytes start after the
-        latency), or answered 429 after the latency and sent again after our backoff."""
+        """A request of ``download`` is ready at ``time``: it takes the node's next slot, then reaches the
+        store, which admits it (its bytes start after the latency) or answers 429 after the latency;
+        then it asks for a slot again."""
         hw = self.hardware
         item = self.downloads[download]
         node = self.nodes[item.node]
         if hw.rate_limit is not None:
+            # A slot, as ``storage.throttle.NodeThrottle.admit`` takes one: a wait the store named while
+            # the request slept for it sends it back to the line.
+            if item.slot is None or node.rate.blocked_until > time:
+                item.given = time
+                node.rate, item.slot = node_rate.reserve(node.rate, time)
+                if item.slot > time:
+                    self._push(item.slot, _REQUEST, download)
+                    return
+            sent_at, item.slot = item.given, None
             tokens, counted, capacity = self.bucket
             tokens = min(capacity, tokens + max(0.0, time - counted) * hw.rate_limit)
             self.bucket[:2] = [tokens, max(time, counted)]
+            answer = time + hw.latency
             if tokens < 1.0:
                 node.throttled += 1
-                if item.attempt < self.retry.attempts:
-                    delay = self.retry.delay_cap(item.attempt) * (1.0 - self.retry.jitter / 2)
-                    item.attempt += 1
-                    self._push(time + hw.latency + delay, _REQUEST, download)
+                node.rate = node_rate.refused(node.rate, answer, sent_at, None)
+                item.throttled_since = sent_at if item.throttled_since is None else item.throttled_since
+                if answer - item.throttled_since < DEFAULT_THROTTLE_DEADLINE:
+                    self._push(answer, _REQUEST, download)
                     return
                 node.failed += 1  # the real run raises here; the model lets the request through
             self.bucket[0] -= 1.0
-        item.attempt = 1
+            node.rate = node_rate.answered(node.rate, answer, sent_at)
+        item.throttled_since = None
         node.requests += 1
         self._push(time + hw.latency, _FIRST_BYTE, download)
 
@@ -473,8 +491,8 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     failed = sum(node.failed for node in run.nodes)
     if failed:
         notes.append(
-            f"{failed} request(s) were throttled {run.retry.attempts} times in a row: the real run raises "
-            "there; raise download_retry or lower the request rate"
+            f"{failed} request(s) were throttled for throttle_deadline ({DEFAULT_THROTTLE_DEADLINE:g}s): the real "
+            "run raises there; lower the request rate or raise throttle_deadline"
         )
     if workload.config.cache_limit is not None:
         notes.append("cache: a shard counts as in use from its first to its last read of a pass (step grain)")

@@ -11,7 +11,8 @@ The rule (pure functions of the state and a time, so that the simulator can foll
 * Until the store first refuses, requests go out unpaced (``rate`` is None); the starts of the last
   ones are kept, to measure the rate the node was sending at.
 * A refusal multiplies the rate by ``DECREASE`` (of the rate measured then, the first time), once per
-  congestion event: refusals of requests sent before the last decrease are the same event. A wait the
+  congestion event: refusals of requests given their slot before the last decrease are the same event
+  (``sent_at`` is when the slot was given, not when it came). A wait the
   store named (``Retry-After``, ``RateLimit``) holds every request of the node until then.
 * Each answered request adds ``INCREASE_PER_SECOND x ceiling / rate``: the rate grows by
   ``INCREASE_PER_SECOND`` of the rate at the last refusal each second (linear in time, as TCP's

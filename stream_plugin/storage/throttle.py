@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Final, TypeVar
 from urllib.parse import urlsplit
@@ -31,6 +32,10 @@ def store_key(url: str) -> str:
     parts = urlsplit(url)
     where = f"{parts.scheme}://{parts.hostname or ''}:{parts.port or ''}" if "://" in url else "local"
     return hashlib.sha256(where.encode("utf-8")).hexdigest()[:24]
+
+
+def _reserve(state: RateState, *, now: float) -> tuple[RateState, float]:
+    return node_rate.reserve(state, now)
 
 
 class NodeThrottle:
@@ -61,23 +66,29 @@ class NodeThrottle:
         return self._book.update(lambda state: state)
 
     def admit(self, give_up_at: float | None = None) -> float | None:
-        """Wait for this request's slot and return when it started; None, without waiting, when the slot
-        comes after ``give_up_at`` (the caller's throttle deadline)."""
-        now = self._clock()
-        start = self._apply(lambda state: node_rate.reserve(state, now), now)
-        if give_up_at is not None and start > give_up_at:
-            return None
-        while start > (now := self._clock()):
-            self._sleep(start - now)
-        return start
+        """Wait for this request's slot; return when the slot was given (the request's place in the
+        node's line: ``refused`` / ``answered`` take it back). None, without waiting, when the slot comes
+        after ``give_up_at`` (the caller's throttle deadline). A wait the store named while this request
+        slept for its slot sends it back to the line."""
+        while True:
+            given = self._clock()
+            start = self._apply(partial(_reserve, now=given), given)
+            if give_up_at is not None and start > give_up_at:
+                return None
+            if start <= given:
+                return given
+            while start > (now := self._clock()):
+                self._sleep(start - now)
+            if self.state().blocked_until <= now:
+                return given
 
     def refused(self, sent_at: float, wait: float | None) -> None:
-        """The store refused the request that started at ``sent_at``, naming ``wait`` seconds or not."""
+        """The store refused the request ``admit`` placed at ``sent_at``, naming ``wait`` seconds or not."""
         now = self._clock()
         self._apply(lambda state: (node_rate.refused(state, now, sent_at, wait), None), now)
 
     def answered(self, sent_at: float) -> None:
-        """The store answered the request that started at ``sent_at``."""
+        """The store answered the request ``admit`` placed at ``sent_at``."""
         now = self._clock()
         self._apply(lambda state: (node_rate.answered(state, now, sent_at), None), now)
 

@@ -62,11 +62,10 @@ def test_refusals_of_requests_sent_before_a_cut_are_one_congestion_event() -> No
 
 
 def test_answers_raise_the_rate_by_a_fixed_share_of_the_ceiling_each_second() -> None:
-    state = refused(RateState(), T0, sent_at=T0, wait=None)
-    rate, ceiling = state.rate, state.ceiling
-    assert rate is not None
+    state = replace(refused(RateState(), T0, sent_at=T0, wait=None), rate=10.0, ceiling=12.0)
+    rate, ceiling = 10.0, 12.0
     now = T0 + 1
-    for _ in range(round(rate)):  # about one second of answers at that rate
+    for _ in range(10):  # one second of answers at that rate
         state = answered(state, now, sent_at=now)
     assert state.rate == pytest.approx(rate + INCREASE_PER_SECOND * ceiling, rel=0.05)
     assert answered(state, now, sent_at=T0 - 1).rate == state.rate  # sent before the cut: no increase
