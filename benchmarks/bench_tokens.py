@@ -9,7 +9,9 @@ yield 2,049 tokens per block (2,048 inputs plus the label of the last), batch 8,
 collate. Tokens/s counts 2,048 input tokens per block, after the first batch, up to a budget; each
 measurement runs in a fresh process from a warm local copy. Differences by design: our blocks overlap
 by one token and may span shards, so every token is an input once; litdata's blocks are disjoint and
-stop at chunk ends. Ours hands out int64 tensors (what an embedding takes), litdata the stored int32.
+stop at chunk ends. litdata hands out the stored int32; so does ours with `dtype="stored"` (the row
+`stream_plugin`, the ratios' reference), and `stream_plugin (int64)` is ours with its default
+`dtype="int64"` (what an embedding and a loss take).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ TOKEN_BUDGET = 10_000_000  # input tokens timed per run (after the first batch)
 WORKERS = (0, 2)
 SHUFFLES = (False, True)
 _MARKER = ".benchmark-complete"
+OURS_INT64 = f"{OURS} (int64)"  # ours with the default dtype="int64": the same shards and reader
 
 
 def document(index: int) -> np.ndarray:
@@ -99,12 +102,17 @@ def prepare(root: Path, count: int, libraries: tuple[str, ...]) -> dict[str, Pat
 
 
 def _loader(library: str, local: str, shuffle: bool, num_workers: int) -> Any:
-    if library == OURS:
+    if library in (OURS, OURS_INT64):
         from stream_plugin import StreamingDataLoader
         from stream_plugin.text import StreamingTokenBlockDataset
 
         ours = StreamingTokenBlockDataset(
-            local=local, block_size=BLOCK, batch_size=BATCH, shuffle=shuffle, num_canonical_nodes=1
+            local=local,
+            block_size=BLOCK,
+            batch_size=BATCH,
+            shuffle=shuffle,
+            num_canonical_nodes=1,
+            dtype="int64" if library == OURS_INT64 else "stored",
         )
         return StreamingDataLoader(ours, batch_size=BATCH, num_workers=num_workers)
     from litdata import StreamingDataLoader as LitLoader
@@ -117,8 +125,8 @@ def _loader(library: str, local: str, shuffle: bool, num_workers: int) -> Any:
 
 def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budget: int) -> dict[str, Any]:
     """One timed pass in this (fresh) process."""
-    import_library(library)
-    if library == OURS:
+    import_library(OURS if library == OURS_INT64 else library)
+    if library in (OURS, OURS_INT64):
         import stream_plugin.text  # noqa: F401  (imported before the timer, as litdata's top level is)
 
     start = time.perf_counter()
@@ -152,9 +160,12 @@ def count_once(local: str) -> dict[str, Any]:
 
 
 def measure(options: Options) -> dict[str, Any]:
-    libraries = (OURS,) if options.smoke else (OURS, LITDATA)
+    libraries = (OURS,) if options.smoke else (OURS, OURS_INT64, LITDATA)
     count = documents_for(options)
-    folders = prepare(options.data_root, count, libraries)
+    folders = prepare(
+        options.data_root, count, tuple(library for library in libraries if library != OURS_INT64)
+    )
+    folders[OURS_INT64] = folders[OURS]
     shutil.rmtree(folders[OURS] / ".stream_plugin" / "token-counts", ignore_errors=True)
     counting = run_child("benchmarks.bench_tokens:count_once", local=str(folders[OURS]))["seconds"]
     total = sum(len(document(index)) for index in range(count))
