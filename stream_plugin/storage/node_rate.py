@@ -37,7 +37,7 @@ from typing import Final, Protocol
 from stream_plugin.fileio import atomic_write_bytes
 
 DECREASE: Final = 0.85  # the rate after a refusal, as a fraction of the rate before it
-INCREASE_PER_SECOND: Final = 0.05  # growth each second, as a fraction of the rate at the last refusal
+INCREASE_PER_SECOND: Final = 0.03  # growth each second, as a fraction of the rate at the last refusal
 MIN_RATE: Final = 0.05  # requests per second: one every 20 s at the slowest
 MEASURE_WINDOW: Final = 2.0  # seconds of starts that measure the unpaced rate at a first refusal
 MIN_MEASURE_SPAN: Final = 0.25  # seconds: a burst of starts is measured over at least this long
