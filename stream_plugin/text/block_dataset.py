@@ -151,12 +151,6 @@ class StreamingTokenBlockDataset(StreamingDataset):
         """Tokens in all streams."""
         return int(self.tokens_per_stream.sum())
 
-    def __getitem__(self, at: Any) -> Any:
-        """Block ``at``; slices, lists, arrays and negative ints as ``StreamingDataset``'s."""
-        if type(at) is int and 0 <= at < self._num_blocks:
-            return self.get_item(at)  # the per-block path of iteration
-        return super().__getitem__(at)
-
     def get_item(self, sample_id: int) -> torch.Tensor | dict[str, torch.Tensor]:
         """Block ``sample_id`` (a global block id): ``block_size + 1`` tokens, or a dict with the document
         fields asked for (see the class)."""
@@ -164,7 +158,11 @@ class StreamingTokenBlockDataset(StreamingDataset):
         block = sample_id - self._first_block_per_stream[stream]
         first_sample = self._first_sample_per_stream[stream]
         pieces = block_pieces(self._token_offsets[stream], self.block_size, block)
-        parts = [self._sample_tokens(first_sample + sample)[begin:end] for sample, begin, end in pieces]
+        offsets = self._token_offsets[stream]
+        parts = [
+            self._sample_tokens(first_sample + sample, int(offsets[sample + 1] - offsets[sample]))[begin:end]
+            for sample, begin, end in pieces
+        ]
         # One copy of the shard's memory into the block (a new array, so the item is writable).
         tokens = (
             parts[0].astype(self._cast or parts[0].dtype)
@@ -185,10 +183,10 @@ class StreamingTokenBlockDataset(StreamingDataset):
             item[name] = torch.from_numpy(getattr(documents, name))
         return item
 
-    def _sample_tokens(self, sample_id: int) -> np.ndarray:
+    def _sample_tokens(self, sample_id: int, count: int) -> np.ndarray:
         shard = bisect_right(self._first_sample_per_shard, sample_id) - 1
         reader = self._shard_access().reader(shard)
-        return self._token_views.tokens(reader, shard, sample_id - self._first_sample_per_shard[shard])
+        return self._token_views.tokens(reader, shard, sample_id - self._first_sample_per_shard[shard], count)
 
     # ------------------------------------------------------------------ resumption
     def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:

@@ -7,6 +7,11 @@ consecutive blocks read the same samples again (every block shares its last samp
 column a read-only view of the shard's memory map (no copy), for ``bytes`` or ``json`` columns the
 decoded array. A block is then a few slices of these arrays and one copy into the block.
 
+Where the token column is an MDS shard's last column, stored as an ``ndarray`` of a fixed int dtype or
+as ``bytes``, each sample ends with its raw tokens, and the caller knows how many there are (the
+counted tokens): the first read of a sample is then a view of its tail (``tail_dtype``), without
+decoding the sample. The first such read of each shard is checked against the decoded sample.
+
 The arrays of a shard are dropped when this process opens a new reader of it, and when more shards
 than ``capacity`` are kept (least recently used first), so the maps they point into are released
 about when the shard access closes its readers (``ShardAccess.max_open``).
@@ -19,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.reader import ShardReader
 from stream_plugin.text.token_counts import sample_tokens
 
@@ -31,22 +37,44 @@ class TokenViews:
         self._column = column
         self._token_encoding_type = token_encoding_type
         self._capacity = max(1, int(capacity))
-        # shard id -> (the reader the arrays come from, per sample: its tokens once read, else None)
-        self._shards: OrderedDict[int, tuple[ShardReader, list[np.ndarray | None]]] = OrderedDict()
+        # shard id -> (the reader the arrays come from, per sample: its tokens once read, else None,
+        # the tail dtype where samples end with their tokens)
+        self._shards: OrderedDict[int, tuple[ShardReader, list[np.ndarray | None], np.dtype[Any] | None]] = (
+            OrderedDict()
+        )
 
-    def tokens(self, reader: ShardReader, shard: int, index: int) -> np.ndarray:
+    def tokens(self, reader: ShardReader, shard: int, index: int, count: int) -> np.ndarray:
+        """The ``count`` tokens of sample ``index`` (``count`` > 0, as counted for the sample)."""
         found = self._shards.get(shard)
         if found is None or found[0] is not reader:
-            found = (reader, [None] * reader.num_samples)
+            found = (reader, [None] * reader.num_samples, self._checked_tail(reader, index))
             self._shards[shard] = found
             if len(self._shards) > self._capacity:
                 self._shards.popitem(last=False)
-        samples = found[1]
+        samples, tail = found[1], found[2]
         tokens = samples[index]
         if tokens is None:
-            tokens = sample_tokens(reader.read(index), self._column, self._token_encoding_type)
+            if tail is not None:
+                raw = reader.raw_sample(index)
+                tokens = np.frombuffer(raw, tail, count, len(raw) - count * tail.itemsize)
+            else:
+                tokens = sample_tokens(reader.read(index), self._column, self._token_encoding_type)
             samples[index] = tokens
         return tokens
+
+    def _checked_tail(self, reader: ShardReader, index: int) -> np.dtype[Any] | None:
+        """``tail_dtype`` of the shard, if reading sample ``index``'s tail gives its decoded tokens."""
+        dtype = tail_dtype(reader.entry, self._column, self._token_encoding_type)
+        if dtype is None:
+            return None
+        decoded = sample_tokens(reader.read(index), self._column, self._token_encoding_type)
+        raw = reader.raw_sample(index)
+        size = decoded.size * dtype.itemsize
+        if size > len(raw) or not np.array_equal(
+            np.frombuffer(raw, dtype, decoded.size, len(raw) - size), decoded
+        ):
+            return None
+        return dtype
 
     def clear(self) -> None:
         """Drop every kept array (their maps are released once no other array points into them)."""
@@ -58,4 +86,24 @@ class TokenViews:
         return state
 
 
-__all__ = ["TokenViews"]
+def tail_dtype(entry: ShardEntry, column: str, token_encoding_type: str) -> np.dtype[Any] | None:
+    """The little-endian token dtype when every sample of the shard ends with ``column``'s raw tokens:
+    an MDS shard whose last column is ``column``, an ``ndarray`` of a fixed int dtype or ``bytes``
+    (of ``token_encoding_type``). Else None (the sample is decoded)."""
+    names, encodings = entry.config.get("column_names"), entry.config.get("column_encodings")
+    if entry.format != "mds" or not names or not encodings or names[-1] != column:
+        return None
+    encoding = str(encodings[-1])
+    if encoding == "bytes":
+        return np.dtype(token_encoding_type).newbyteorder("<")
+    parts = encoding.split(":")
+    if parts[0] != "ndarray" or len(parts) < 2:
+        return None
+    try:
+        dtype = np.dtype(parts[1])
+    except TypeError:
+        return None
+    return dtype.newbyteorder("<") if dtype.kind in "iu" else None
+
+
+__all__ = ["TokenViews", "tail_dtype"]
