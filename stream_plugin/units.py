@@ -57,7 +57,7 @@ def parse_bytes(value: int | float | str, *, name: str = "size") -> int:
     if match is None or unit not in _BYTE_UNITS and unit != "":
         raise ConfigError(
             f"{name}: expected a number with a unit among {sorted(_BYTE_UNITS)} (such as '64mb'), "
-            f"found {value!r}"
+            f"found {value!r} (Unsupported value/suffix); write the size as a number and one unit"
         )
     return int(float(match.group(1)) * _BYTE_UNITS.get(unit or "b", 1))
 
@@ -82,7 +82,8 @@ def parse_count(value: int | float | str, *, name: str = "count") -> int:
     match = _COUNT_PATTERN.match(value.lower())
     if match is None:
         raise ConfigError(
-            f"{name}: expected a number with an optional suffix k/m/b/t (such as '100k'), found {value!r}"
+            f"{name}: expected a number with an optional suffix k/m/b/t (such as '100k'), found {value!r} "
+            "(Unsupported value/suffix); write the count as a number and at most one suffix"
         )
     return int(round(float(match.group(1)) * _COUNT_UNITS[match.group(2)]))
 

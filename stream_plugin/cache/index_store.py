@@ -129,7 +129,8 @@ def _build(path: Path, store: Path, identity: str | None) -> OpenedIndex:
             columns, parsed, digest = read_columns(file, source=str(path), identity=identity)
     except FileNotFoundError as error:
         raise MissingIndexError(
-            f"{path}: expected an index file, found none; point at a folder written by a shard "
+            f"{path}: expected an index file, found none (No `remote` provided, but local file {path} does not "
+            "exist); point at a folder written by a shard "
             "writer (it holds index.json next to its shards)"
         ) from error
     if parsed is not None:

@@ -95,7 +95,8 @@ def check_stratified_portions(portions: np.ndarray, stream_sizes: np.ndarray, gl
             raise ConfigError(
                 f"stream {stream}: expected at least one sample in each global batch of {global_batch_size} "
                 f"and {max(portion, 1)} samples for one batch under batching_method='stratified', found a "
-                f"share of {portion} slots and {size} samples in the epoch; increase the global batch size, "
+                f"share of {portion} slots and {size} samples in the epoch (Number of samples for stream {stream} "
+                f"in a global batch is {portion}, too low); increase the global batch size, "
                 f"or the proportion (or repeat) of stream {stream}"
             )
 

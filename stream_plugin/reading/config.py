@@ -118,8 +118,18 @@ class DatasetConfig:
     def from_arguments(cls, **arguments: Any) -> DatasetConfig:
         """The config of ``StreamingDataset``'s keyword arguments (one not given takes its default), as the
         dataset has always read them: sizes as strings, truthy flags, a seed anything ``int()`` takes;
-        warns about ``partition_algo``."""
-        return cls(**{name: _READ_ARGUMENT.get(name, _as_given)(value) for name, value in arguments.items()})
+        warns about ``partition_algo`` and, as MosaicML does, about a ``predownload`` below ``batch_size``."""
+        config = cls(**{name: _READ_ARGUMENT.get(name, _as_given)(value) for name, value in arguments.items()})
+        predownload, batch_size = config.predownload, config.batch_size
+        if predownload is not None and batch_size is not None and predownload < batch_size:
+            warnings.warn(
+                f"predownload: expected at least batch_size={batch_size} samples, found {predownload}: "
+                f"predownload < batch_size ({predownload} < {batch_size}). This may result in slower batch "
+                "time. Recommendation is to set predownload to at-least batch_size",
+                UserWarning,
+                stacklevel=4,
+            )
+        return config
 
     def with_loader(self, *, batch_size: int | None, drop_last: bool) -> DatasetConfig:
         """This config with a DataLoader's settings: its ``drop_last``, and its ``batch_size`` where this
@@ -182,10 +192,17 @@ _READ_ARGUMENT: dict[str, Callable[[Any], Any]] = {
 }
 
 
+# MosaicML's words for a bad choice, kept in ours so that code matching its messages still matches.
+_MOSAIC_CHOICE_PHRASES = {"sampling_method": "Invalid sampling method: {value}"}
+
+
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in choices:
+        phrase = _MOSAIC_CHOICE_PHRASES.get(name)
         raise ConfigError(
-            f"{name}: expected one of {list(choices)}, found {value!r}; pick one of them"
+            f"{name}: expected one of {list(choices)}, found {value!r}"
+            + (f" ({phrase.format(value=value)})" if phrase else "")
+            + "; pick one of them"
             + (
                 " or register yours with stream_plugin.order.shuffle.register_shuffle"
                 if name == "shuffle_algo"

@@ -30,7 +30,11 @@ from stream_plugin.order.topology import Topology
 from stream_plugin.reading.config import DEFAULTS, DatasetConfig
 from stream_plugin.reading.cursor import EpochCursor, Handoff, IterationPlan
 from stream_plugin.reading.data_parallel import resolve_data_parallel
-from stream_plugin.reading.dataset_compat import MosaicNames, check_batch_size_in_workers
+from stream_plugin.reading.dataset_compat import (
+    MosaicNames,
+    check_batch_size_in_workers,
+    warn_small_shuffle_block,
+)
 from stream_plugin.reading.dataset_plan import DatasetPlan, SampleTable, StreamSamples, plan_dataset
 from stream_plugin.reading.epochs import check_canonical_nodes
 from stream_plugin.reading.heap import settle_heap
@@ -490,6 +494,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         (a loader's ``handing_over`` plan, else the next epoch); the samples are read lazily."""
         _, num_workers = detect_worker()
         check_batch_size_in_workers(self.batch_size, num_workers)
+        warn_small_shuffle_block(self.config, self.plan.table.samples_per_shard)
         settle_heap(in_worker=num_workers > 0)
         arguments = {
             "global_batch_size": self.global_batch_size,

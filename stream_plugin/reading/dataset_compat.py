@@ -9,6 +9,7 @@ kept out of the dataset's own module.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from stream_plugin.cache.eviction import bytes_present
 from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry
+from stream_plugin.order.shuffle import canonical_shuffle_name
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.dataset_plan import DatasetPlan
 from stream_plugin.reading.shard_access import ShardAccess
@@ -127,6 +129,15 @@ class MosaicNames:
         return SampleCount(self.plan.table.num_samples)
 
     @property
+    def length(self) -> int:
+        """MosaicML's name for ``len(dataset)``: samples this device yields per epoch."""
+        return len(self)  # type: ignore[arg-type]
+
+    @property
+    def num_streams(self) -> int:
+        return len(self.streams)
+
+    @property
     def num_shards(self) -> int:
         """Number of shards over every stream."""
         return self.plan.table.num_shards
@@ -146,6 +157,16 @@ class MosaicNames:
     @property
     def samples_per_stream(self) -> np.ndarray:
         return _read_only(self.plan.table.samples_per_stream)
+
+    @property
+    def sample_offset_per_shard(self) -> np.ndarray:
+        """The first global sample id of each shard: ``(num_shards,)``, as MosaicML's."""
+        return _read_only(self.plan.table.sample_offset_per_shard[:-1])
+
+    @property
+    def sample_offset_per_stream(self) -> np.ndarray:
+        """The first global sample id of each stream: ``(num_streams,)``, as MosaicML's."""
+        return _read_only(self.plan.table.sample_offset_per_stream)
 
     @property
     def shard_offset_per_stream(self) -> np.ndarray:
@@ -228,8 +249,31 @@ def check_batch_size_in_workers(batch_size: int | None, num_workers: int) -> Non
         )
 
 
+_WARNED_SHUFFLE_BLOCK: set[tuple[int, int]] = set()  # (block size, largest shard) already warned of
+
+
+def warn_small_shuffle_block(config: DatasetConfig, samples_per_shard: np.ndarray) -> None:
+    """MosaicML's warning, once per process and setting: a block shuffle whose block is smaller than a
+    shard mixes samples within fewer shards than one block should."""
+    block = config.shuffle_block_size
+    if not config.shuffle or block is None or canonical_shuffle_name(config.shuffle_algo) != "block":
+        return
+    largest = int(np.max(samples_per_shard, initial=0))
+    if block >= largest or (block, largest) in _WARNED_SHUFFLE_BLOCK:
+        return
+    _WARNED_SHUFFLE_BLOCK.add((block, largest))
+    warnings.warn(
+        f"shuffle_block_size: expected at least the {largest} samples of the largest shard for "
+        f"shuffle_algo={config.shuffle_algo!r}, found {block}: Shuffle block size was smaller than shard size, "
+        "so each block draws from part of one shard and the shuffle is weaker; raise shuffle_block_size",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 __all__ = [
     "MosaicNames",
     "SampleCount",
+    "warn_small_shuffle_block",
     "check_batch_size_in_workers",
 ]

@@ -27,7 +27,8 @@ def check_canonical_nodes(epoch_size: int, num_canonical_nodes: int) -> None:
     if num_canonical_nodes > epoch_size:
         raise ConfigError(
             f"num_canonical_nodes: expected at most {epoch_size} (the epoch's samples: each canonical node "
-            f"needs at least one), found {num_canonical_nodes}; pass num_canonical_nodes={max(1, epoch_size)} "
+            f"needs at least one), found {num_canonical_nodes} (The number of samples assigned to a canonical node "
+            f"would be zero); pass num_canonical_nodes={max(1, epoch_size)} "
             "or fewer, or a larger epoch_size"
         )
 

@@ -264,6 +264,14 @@ class StreamingDataLoader(DataLoader):
         position = self.position
         return position.sample_in_epoch if position is not None else 0
 
+    @property
+    def num_samples_yielded(self) -> int:
+        """MosaicML's counter: samples of the current epoch this rank's share of the global position
+        stands for (``samples_consumed()`` over the data-parallel ranks)."""
+        dataset = self._streaming
+        size = dataset.data_parallel_size if dataset is not None else 1
+        return self.samples_consumed() // size
+
     def state_dict(self) -> dict[str, int | str]:
         """The exact position of the caller in the global order (rank-independent)."""
         dataset = self._streaming
@@ -274,15 +282,16 @@ class StreamingDataLoader(DataLoader):
             )
         return dataset.state_dict(self.samples_consumed(), from_beginning=True)
 
-    def load_state_dict(self, state: dict[str, Any] | None, *, strict: bool = True) -> None:
-        """Continue from ``state`` at the next ``iter()``; live persistent workers are restarted."""
+    def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:
+        """Continue from the state ``obj`` at the next ``iter()``; live persistent workers are restarted.
+        (``obj``: MosaicML's argument name.)"""
         dataset = self._streaming
         if dataset is None:
             raise ConfigError(
                 f"StreamingDataLoader.load_state_dict: expected a StreamingDataset, found "
                 f"{type(self.dataset).__name__}"
             )
-        dataset.load_state_dict(state, strict=strict)
+        dataset.load_state_dict(obj, strict=strict)
         self._pass = None
         self._batches_yielded = 0
         self._restart_workers()

@@ -93,7 +93,8 @@ def open_streams(
         if not index.columns.samples.any():
             raise EmptyStreamError(
                 f"{Path(stream.local_dir) / INDEX_BASENAME}: expected a stream with at least one sample, found "
-                f"{index.columns.num_shards} shard(s) holding none; point the stream at a dataset a writer "
+                f"{index.columns.num_shards} shard(s) holding none (Stream contains no samples: "
+                f"{Path(stream.local_dir) / INDEX_BASENAME}); point the stream at a dataset a writer "
                 "finished writing, or leave it out"
             )
         indexes.append(index)
@@ -160,7 +161,9 @@ def check_cache_limit(
     if cache_limit < smallest:
         raise ConfigError(
             f"cache_limit: expected at least {smallest} bytes for {readers} readers on this node (ranks x "
-            f"DataLoader workers), each holding {shards_per_reader} shards, found {cache_limit}; raise cache_limit "
+            f"DataLoader workers), each holding {shards_per_reader} shards, found {cache_limit} (in MosaicML's words: "
+            f"Minimum cache usage ({smallest} bytes) is larger than the cache limit ({cache_limit} bytes); Cache "
+            f"limit ({cache_limit} bytes) is too low. Increase the `cache_limit` to {smallest}); raise cache_limit "
             f"to {smallest} or more, use fewer workers, or pass cache_limit=None to keep every shard"
         )
 

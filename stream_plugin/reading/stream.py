@@ -123,6 +123,26 @@ class Stream:
                 setattr(self, f"_{name}", default.get(name))
 
     @property
+    def download_retry(self) -> int | None:
+        """The given ``download_retry`` (None: the dataset's default), as MosaicML's attribute."""
+        return self._download_retry
+
+    @property
+    def download_timeout(self) -> float | None:
+        """The given ``download_timeout`` (None: the dataset's default)."""
+        return self._download_timeout
+
+    @property
+    def validate_hash(self) -> str | None:
+        """The given ``validate_hash`` (None: the dataset's default)."""
+        return self._validate_hash
+
+    @property
+    def keep_zip(self) -> bool | None:
+        """The given ``keep_zip`` (None: the dataset's default)."""
+        return self._keep_zip
+
+    @property
     def throttle_deadline(self) -> float:
         """Seconds one download may be throttled before it fails: this stream's, else the dataset's
         default (``apply_default``), else ``DEFAULT_THROTTLE_DEADLINE``."""

@@ -243,9 +243,7 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "streaming.MDSWriter": ("format", "local", "remote", "keep_local", "compression", "hashes", "size_limit"),
 }
 
-_ISSUE_35 = "not yet done: reading/dataset.py and dataset_compat.py are issue 35's files; "
-_NOT_OURS = "not yet done: "
-# Deliberate differences (and the few not yet done), by "MosaicML name.member" -> reason.
+# Deliberate differences, by "MosaicML name.member" -> reason.
 # A listed name that becomes compatible fails too, so this list stays true.
 DIFFERENCES: dict[str, str] = {
     # writers: MosaicML's internal stages of a shard, public by name only
@@ -279,13 +277,6 @@ DIFFERENCES: dict[str, str] = {
     "count, for elastic resume; our order does not depend on the layout (docs/order.md)",
     "streaming.StreamingDataset.max_shard_size_across_all_streams": "MosaicML's cache_limit check; ours "
     "is check_cache_limit(num_workers), which counts the shards in use at once",
-    "streaming.StreamingDataset.length": _ISSUE_35 + "add a property `length` returning len(self)",
-    "streaming.StreamingDataset.num_streams": _ISSUE_35 + "add a property `num_streams` returning "
-    "len(self.streams)",
-    "streaming.StreamingDataset.sample_offset_per_shard": _ISSUE_35 + "add a read-only property, the "
-    "exclusive cumulative sum of samples_per_shard (int64)",
-    "streaming.StreamingDataset.sample_offset_per_stream": _ISSUE_35 + "add a read-only property, the "
-    "exclusive cumulative sum of samples_per_stream (int64)",
     # Stream
     "streaming.Stream.validate_weights": "MosaicML's check of a list of streams' weights, public by name; "
     "ours is order/mixing.py's StreamWeight, checked when a Stream is built",
@@ -298,20 +289,9 @@ DIFFERENCES: dict[str, str] = {
     "streaming.Stream.set_up_local": "the local folder is claimed by the cache (cache/locks.py), not by "
     "the Stream",
     "streaming.Stream.get_index_size": "index sizes are accounted by the cache, not by the Stream",
-    "streaming.Stream.download_retry": _NOT_OURS + "reading/stream.py keeps it as _download_retry; add "
-    "read-only properties download_retry, download_timeout, validate_hash, keep_zip returning the "
-    "argument (None when unset)",
-    "streaming.Stream.download_timeout": _NOT_OURS + "reading/stream.py keeps it as _download_timeout",
-    "streaming.Stream.validate_hash": _NOT_OURS + "reading/stream.py keeps it as _validate_hash",
-    "streaming.Stream.keep_zip": _NOT_OURS + "reading/stream.py keeps it as _keep_zip",
     "streaming.Stream.safe_keep_zip": "MosaicML's keep_zip forced on for a local-only stream; ours never "
     "deletes a local-only stream's files (docs/mosaicml-differences.md)",
     # StreamingDataLoader
-    "streaming.StreamingDataLoader.load_state_dict": _NOT_OURS + "reading/loader.py names the argument "
-    "`state`; MosaicML's is `obj` (rename it, so load_state_dict(obj=...) works)",
-    "streaming.StreamingDataLoader.num_samples_yielded": _NOT_OURS + "reading/loader.py: expose "
-    "samples_consumed() also as the attribute num_samples_yielded (MosaicML's counter, which its "
-    "state_dict() reports)",
     # helpers
     "streaming.base.format.mds.encodings.Encoding": "custom encodings are registered with "
     "stream_plugin.register_encoding(name, encode, decode), not by subclassing an Encoding class "
