@@ -23,7 +23,7 @@ from stream_plugin.reading.dataset_plan import SampleTable, StreamSamples
 from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.reading.state import fingerprint as make_fingerprint
 from stream_plugin.reading.stream import Stream
-from stream_plugin.text.blocks import block_pieces, blocks_per_shard, num_blocks, token_offsets
+from stream_plugin.text.blocks import block_runs, blocks_per_shard, num_blocks, token_offsets
 from stream_plugin.text.documents import (
     document_lengths_from_bos,
     document_lengths_from_eos,
@@ -157,12 +157,14 @@ class StreamingTokenBlockDataset(StreamingDataset):
         stream = bisect_right(self._first_block_per_stream, sample_id) - 1
         block = sample_id - self._first_block_per_stream[stream]
         first_sample = self._first_sample_per_stream[stream]
-        pieces = block_pieces(self._token_offsets[stream], self.block_size, block)
-        offsets = self._token_offsets[stream]
-        parts = [
-            self._sample_tokens(first_sample + sample, int(offsets[sample + 1] - offsets[sample]))[begin:end]
-            for sample, begin, end in pieces
-        ]
+        runs = block_runs(self._token_offsets[stream], self.block_size, block)
+        access, views, first_per_shard = self._shard_access(), self._token_views, self._first_sample_per_shard
+        parts = []
+        for sample, begin, end, count in runs:
+            sample_id = first_sample + sample
+            shard = bisect_right(first_per_shard, sample_id) - 1
+            index = sample_id - first_per_shard[shard]
+            parts.append(views.tokens(access.reader(shard), shard, index, count)[begin:end])
         # One copy of the shard's memory into the block (a new array, so the item is writable).
         tokens = (
             parts[0].astype(self._cast or parts[0].dtype)
@@ -176,17 +178,12 @@ class StreamingTokenBlockDataset(StreamingDataset):
         elif self.bos_token_id is not None:
             lengths = document_lengths_from_bos(tokens, self.bos_token_id)
         else:
-            lengths = np.array([end - begin for _, begin, end in pieces], np.int64)  # (documents,)
+            lengths = np.array([end - begin for _, begin, end, _ in runs], np.int64)  # (documents,)
         documents = documents_from_lengths(lengths)
         item = {"input_ids": torch.from_numpy(tokens)}
         for name in self.document_fields:
             item[name] = torch.from_numpy(getattr(documents, name))
         return item
-
-    def _sample_tokens(self, sample_id: int, count: int) -> np.ndarray:
-        shard = bisect_right(self._first_sample_per_shard, sample_id) - 1
-        reader = self._shard_access().reader(shard)
-        return self._token_views.tokens(reader, shard, sample_id - self._first_sample_per_shard[shard], count)
 
     # ------------------------------------------------------------------ resumption
     def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:

@@ -46,16 +46,21 @@ def blocks_per_shard(offsets: np.ndarray, sample_offset_per_shard: np.ndarray, b
 def block_pieces(offsets: np.ndarray, block_size: int, block: int) -> list[tuple[int, int, int]]:
     """``(sample, begin, end)`` per sample that block ``block`` reads: tokens ``[begin, end)`` of that
     stream-local sample, in order. Empty samples are skipped."""
+    return [(sample, begin, end) for sample, begin, end, _ in block_runs(offsets, block_size, block)]
+
+
+def block_runs(offsets: np.ndarray, block_size: int, block: int) -> list[tuple[int, int, int, int]]:
+    """``block_pieces`` with each sample's token count: ``(sample, begin, end, count)`` (the read path)."""
     start = block * block_size
     stop = start + block_size + 1
-    sample = int(np.searchsorted(offsets, start, side="right")) - 1
+    sample = int(offsets.searchsorted(start, side="right")) - 1
     sample_start = int(offsets[sample])
-    pieces = []
+    runs = []
     while sample_start < stop:  # stop <= offsets[-1]: the loop ends inside the stream
         sample_end = int(offsets[sample + 1])
-        begin = max(start - sample_start, 0)
-        end = min(stop, sample_end) - sample_start
+        begin = start - sample_start if start > sample_start else 0
+        end = (stop if stop < sample_end else sample_end) - sample_start
         if end > begin:
-            pieces.append((sample, begin, end))
+            runs.append((sample, begin, end, sample_end - sample_start))
         sample, sample_start = sample + 1, sample_end
-    return pieces
+    return runs
