@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GLOBAL_BATCH, SAMPLES, STEPS, Reference, train_config
+from hf_fixtures import GLOBAL_BATCH, SAMPLES, STEPS, Reference, train_config
 from hf_runs import run_ranks
 
 from stream_plugin_transformers import DATA_STATE_FILE, latest_checkpoint
