@@ -1,7 +1,8 @@
 """Model parallelism: the DataModule reads the data-parallel dims of the strategy's DeviceMesh.
 
 Real runs on 4 CPU processes (gloo): ``ModelParallelStrategy(data_parallel_size=2, tensor_parallel_size=2)``
-with a two-layer MLP split over each tensor-parallel pair, preempted by a real SIGTERM and resumed; and
+with a two-layer MLP split over each tensor-parallel pair, preempted by a real SIGTERM and resumed on
+another layout (dp=1 x tp=2, 2 processes); and
 plain DDP with a ``replication`` that contradicts it, stopped by the first-batch layout check.
 """
 
@@ -26,20 +27,24 @@ def rank_steps(records: Path, tag: str, rank: int) -> list[dict[str, object]]:
     return [json.loads(line) for line in (records / f"{tag}-rank{rank}.jsonl").read_text().splitlines()]
 
 
-def assert_tensor_parallel_pairs_share_batches(records: Path, tag: str) -> None:
-    """Ranks (0, 1) and (2, 3) are the tensor-parallel pairs of data-parallel coordinates 0 and 1."""
-    for first, second in ((0, 1), (2, 3)):
+def assert_tensor_parallel_pairs_share_batches(records: Path, tag: str, data_parallel: int) -> None:
+    """Ranks (2d, 2d + 1) are the tensor-parallel pair of data-parallel coordinate d: the same batches;
+    different coordinates, disjoint ones."""
+    for coordinate in range(data_parallel):
+        first, second = 2 * coordinate, 2 * coordinate + 1
         assert rank_steps(records, tag, first) == rank_steps(records, tag, second), (first, second)
-    for zero, one in zip(rank_steps(records, tag, 0), rank_steps(records, tag, 2), strict=True):
-        assert zero["step"] == one["step"] and not set(zero["ids"]) & set(one["ids"]), (zero, one)  # type: ignore[call-overload]
+    if data_parallel == 2:
+        for zero, one in zip(rank_steps(records, tag, 0), rank_steps(records, tag, 2), strict=True):
+            assert zero["step"] == one["step"] and not set(zero["ids"]) & set(one["ids"]), (zero, one)  # type: ignore[call-overload]
 
 
-def test_model_parallel_tp2_preempted_and_resumed_trains_the_data_parallel_global_batches(
+def test_model_parallel_tp2_preempted_and_resumed_on_another_layout_trains_the_plain_global_batches(
     reference: Reference, tmp_path: Path
 ) -> None:
     # dp=2 x tp=2 on 4 processes, global batch 8: each data-parallel coordinate reads 4 samples a step,
     # both ranks of its tensor-parallel pair the same 4. Every rank sends itself SIGTERM as step 9
-    # starts; the ranks agree at every step, save last.ckpt and exit 143; the rerun resumes from it.
+    # starts; the ranks agree at every step, save last.ckpt and exit 143. The rerun resumes from it as
+    # dp=1 x tp=2 on 2 processes: one pair reads all 8 samples of each global batch.
     preempted = reference.run_config(
         tmp_path,
         "preempted",
@@ -58,7 +63,7 @@ def test_model_parallel_tp2_preempted_and_resumed_trains_the_data_parallel_globa
     resumed = reference.run_config(
         tmp_path,
         "resumed",
-        devices=4,
+        devices=2,
         tensor_parallel=2,
         ckpt_path=str(checkpoint),
         trainer_extra={"max_steps": RESUMED_STEPS},
@@ -67,14 +72,15 @@ def test_model_parallel_tp2_preempted_and_resumed_trains_the_data_parallel_globa
     assert status == 0, output[-4000:]
 
     records = Path(preempted.records)
-    for tag in ("preempted", "resumed"):
-        assert_tensor_parallel_pairs_share_batches(records, tag)
-    first, second = (read_records(records, tag, ranks=(0, 2)) for tag in ("preempted", "resumed"))
+    assert_tensor_parallel_pairs_share_batches(records, "preempted", data_parallel=2)
+    assert_tensor_parallel_pairs_share_batches(records, "resumed", data_parallel=1)
+    first = read_records(records, "preempted", ranks=(0, 2))
+    second = read_records(records, "resumed", ranks=(0,))
     assert (max(first), min(second), max(second)) == (9, 10, RESUMED_STEPS - 1)
     # The global batches (coordinate 0's samples, then coordinate 1's) are the uninterrupted run's, which
     # is the same on any number of data-parallel processes (test_lightning_ddp).
     expected = {step: entry for step, entry in reference.steps.items() if step < RESUMED_STEPS}
-    assert_retraces(expected, first, second, what="the dp=2 x tp=2 run, preempted and resumed")
+    assert_retraces(expected, first, second, what="the dp=2 x tp=2 run, preempted and resumed as dp=1 x tp=2")
     assert len(merge_runs(first, second)) == RESUMED_STEPS
 
 
