@@ -217,3 +217,50 @@ def render(result: dict[str, Any]) -> str:
             f"{median_of(values):,.0f} | {spread_of(values)} | {first:.2f} | {ratio(ours, median_of(values))} |"
         )
     return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Median tokens/s per cell (shuffle x workers), one bar per library, the spread as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = sorted({(row["shuffle"], row["workers"]) for row in result["rows"]})
+    libraries = list(dict.fromkeys(row["library"] for row in result["rows"]))
+    colors = {OURS: "C0", OURS_INT64: "C9", LITDATA: "C2"}  # C0 / C2 as in the iteration plot
+    width = 0.8 / max(1, len(libraries))
+    figure, axis = plt.subplots(figsize=(9, 4))
+    for position, library in enumerate(libraries):
+        medians, lows, highs = [], [], []
+        for cell in cells:
+            values = [
+                run["tokens_per_s"] / 1e6
+                for row in result["rows"]
+                if (row["shuffle"], row["workers"]) == cell and row["library"] == library
+                for run in row["runs"]
+            ]
+            middle = median_of(values) if values else 0.0
+            medians.append(middle)
+            lows.append(middle - min(values, default=middle))
+            highs.append(max(values, default=middle) - middle)
+        axis.bar(
+            [index + (position - (len(libraries) - 1) / 2) * width for index in range(len(cells))],
+            medians,
+            width,
+            yerr=[lows, highs],
+            capsize=3,
+            color=colors.get(library, "C3"),
+            label=library,
+        )
+    axis.set_xticks(range(len(cells)))
+    axis.set_xticklabels(
+        [f"shuffle {'on' if shuffle else 'off'}, {workers} workers" for shuffle, workers in cells]
+    )
+    axis.set_ylabel("million input tokens/s (median, bars: spread)")
+    axis.set_title(f"Token blocks of {BLOCK} (+1), batch {BATCH}, one process and its workers", fontsize=10)
+    axis.grid(axis="y", alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
