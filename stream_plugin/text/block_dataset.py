@@ -166,11 +166,14 @@ class StreamingTokenBlockDataset(StreamingDataset):
             index = sample_id - first_per_shard[shard]
             parts.append(views.tokens(access.reader(shard), shard, index, count)[begin:end])
         # One copy of the shard's memory into the block (a new array, so the item is writable).
-        tokens = (
-            parts[0].astype(self._cast or parts[0].dtype)
-            if len(parts) == 1
-            else np.concatenate(parts, dtype=self._cast)
-        )
+        if len(parts) == 1:
+            tokens = parts[0].astype(self._cast or parts[0].dtype)
+        else:
+            tokens = np.empty(self.block_size + 1, self._cast or np.result_type(*parts))
+            at = 0
+            for part in parts:
+                tokens[at : at + len(part)] = part
+                at += len(part)
         if not self.document_fields:
             return torch.from_numpy(tokens)
         if self.eos_token_id is not None:

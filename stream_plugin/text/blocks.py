@@ -54,10 +54,10 @@ def block_runs(offsets: np.ndarray, block_size: int, block: int) -> list[tuple[i
     start = block * block_size
     stop = start + block_size + 1
     sample = int(offsets.searchsorted(start, side="right")) - 1
-    sample_start = int(offsets[sample])
+    sample_start = offsets.item(sample)  # .item: a Python int, without a numpy scalar on the way
     runs = []
     while sample_start < stop:  # stop <= offsets[-1]: the loop ends inside the stream
-        sample_end = int(offsets[sample + 1])
+        sample_end = offsets.item(sample + 1)
         begin = start - sample_start if start > sample_start else 0
         end = (stop if stop < sample_end else sample_end) - sample_start
         if end > begin:
