@@ -38,9 +38,9 @@ from stream_plugin.errors import (
 from stream_plugin.format.encodings import register_encoding
 from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
-from stream_plugin.order.data_parallel import DataParallelLayout
+from stream_plugin.order.data_parallel import DATA_PARALLEL_DIM_NAMES, DataParallelLayout, data_parallel_dims
 from stream_plugin.reading.cursor import IterationPlan
-from stream_plugin.reading.data_parallel import mesh_coordinates
+from stream_plugin.reading.data_parallel import data_parallel_submesh, mesh_coordinates
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.state import ResumeState, resume_state_at
 from stream_plugin.reading.stream import Stream
@@ -77,7 +77,9 @@ __all__ = [
     "CSVWriter",
     "ConfigError",
     "ConfigTypeError",
+    "DATA_PARALLEL_DIM_NAMES",
     "DataParallelLayout",
+    "data_parallel_dims",
     "EmptyStreamError",
     "JSONWriter",
     "LocalDataset",
@@ -95,6 +97,7 @@ __all__ = [
     "resume_state_at",
     "detect_world",
     "mesh_coordinates",
+    "data_parallel_submesh",
     "merge_index",
     "streams_registry",
     "register_encoding",

@@ -17,8 +17,17 @@ import numpy as np
 
 from stream_plugin.errors import ConfigError
 
-# The names frameworks give the dims that read different samples (torchtitan, Lightning, Composer).
-DATA_PARALLEL_DIM_NAMES: tuple[str, ...] = ("dp", "dp_replicate", "dp_shard", "data_parallel", "replicate", "shard")
+# The names frameworks give the dims that read different samples: Lightning's ModelParallelStrategy
+# ("data_parallel"), Composer ("data_parallel_replicate", "data_parallel_shard") and torchtitan ("dp",
+# "dp_replicate", "dp_shard"). Tensor, context, pipeline and expert dims are left out: they replicate.
+DATA_PARALLEL_DIM_NAMES: tuple[str, ...] = (
+    "data_parallel",
+    "data_parallel_replicate",
+    "data_parallel_shard",
+    "dp",
+    "dp_replicate",
+    "dp_shard",
+)
 UNKNOWN = -1  # a rank whose coordinate this process was not told (the int form without a process group)
 
 
@@ -79,18 +88,15 @@ class DataParallelLayout:
 
     @classmethod
     def of_mesh(
-        cls, shape: Sequence[int], names: Sequence[str], data_parallel_dims: Sequence[str]
+        cls, shape: Sequence[int], names: Sequence[str], chosen: Sequence[str] | None = None
     ) -> DataParallelLayout:
         """The layout of a DeviceMesh of ``shape`` (dims ``names``) that global ranks fill row-major, as
-        ``init_device_mesh`` lays them out, reading different samples along ``data_parallel_dims``
-        (their indices flattened row-major) and the same along the other dims."""
-        missing = [name for name in data_parallel_dims if name not in names]
-        if len(names) != len(shape) or missing or not data_parallel_dims:
-            raise ConfigError(
-                f"data_parallel_dims: expected one or more of the mesh's dims {list(names)}, found "
-                f"{list(data_parallel_dims)}; name the dims that read different samples (e.g. dp)"
-            )
-        dims = [list(names).index(name) for name in data_parallel_dims]
+        ``init_device_mesh`` lays them out, reading different samples along its data-parallel dims
+        (``data_parallel_dims(names, chosen)``; their indices flattened row-major) and the same along
+        the other dims."""
+        if len(names) != len(shape):
+            raise ConfigError(f"mesh: expected a size for each dim name, found sizes {list(shape)} for {list(names)}")
+        dims = [list(names).index(name) for name in data_parallel_dims(names, chosen, where="the mesh")]
         ranks = np.arange(int(np.prod(shape)), dtype=np.int64)  # (world_size,)
         index = np.unravel_index(ranks, tuple(shape))  # per dim: (world_size,)
         sizes = [int(shape[d]) for d in dims]
@@ -140,6 +146,30 @@ class DataParallelLayout:
         if int(read[-1]) - first + 1 != count or self.size % count or first % count:
             return None
         return first, count
+
+
+def data_parallel_dims(
+    dim_names: Sequence[str], chosen: Sequence[str] | None = None, *, where: str = "the device mesh"
+) -> tuple[str, ...]:
+    """The dims of a mesh (``dim_names``, outermost first) that read different samples, in mesh order:
+    ``chosen`` (checked), else those named as ``DATA_PARALLEL_DIM_NAMES``. ``where`` names the mesh in
+    messages; the option that chooses is ``data_parallel_dims``."""
+    if chosen is not None:
+        unknown = [name for name in chosen if name not in dim_names]
+        if unknown or not chosen:
+            raise ConfigError(
+                f"data_parallel_dims: expected names of {where} dims {list(dim_names)}, found {list(chosen)}; "
+                "pass the dims whose ranks read different samples"
+            )
+        return tuple(name for name in dim_names if name in chosen)
+    found = tuple(name for name in dim_names if name in DATA_PARALLEL_DIM_NAMES)
+    if not found:
+        raise ConfigError(
+            f"data-parallel dims: expected a data-parallel dim in {where} (one of {list(DATA_PARALLEL_DIM_NAMES)}), "
+            f"found dims {list(dim_names)}; pass data_parallel_dims=[...] with the names of the dims whose "
+            "ranks read different samples"
+        )
+    return found
 
 
 def agree_with_replication(layout: DataParallelLayout, replication: int | None, given: str) -> None:

@@ -16,13 +16,19 @@ this rank's coordinate is known.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from stream_plugin.collectives import distributed, gather_per_rank
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
-from stream_plugin.order.data_parallel import UNKNOWN, DataParallelLayout, agree_with_replication
+from stream_plugin.order.data_parallel import (
+    UNKNOWN,
+    DataParallelLayout,
+    agree_with_replication,
+    data_parallel_dims,
+)
 from stream_plugin.reading.world import World
 
 
@@ -58,6 +64,19 @@ def mesh_coordinates(mesh: Any) -> tuple[int, ...]:
             "job's whole mesh on every rank"
         )
     return coordinates
+
+
+def data_parallel_submesh(mesh: Any, chosen: Sequence[str] | None = None, *, where: str = "the device mesh") -> Any:
+    """The sub-mesh of ``mesh``'s data-parallel dims (``order.data_parallel.data_parallel_dims``: ``chosen``,
+    else the dims named as data-parallel ones), to pass as ``data_parallel_mesh``."""
+    names = tuple(mesh.mesh_dim_names or ())
+    if not names:
+        raise ConfigError(
+            f"data-parallel dims: expected {where} with named dims, found an unnamed {mesh.ndim}-d mesh; build it "
+            "with init_device_mesh(..., mesh_dim_names=(...))"
+        )
+    dims = data_parallel_dims(names, chosen, where=where)
+    return mesh[dims[0]] if len(dims) == 1 else mesh[dims]
 
 
 def _check_ints(rank: object, size: object, world_size: int) -> tuple[int, int]:
@@ -140,4 +159,4 @@ def _group_size() -> int:
     return dist.get_world_size()
 
 
-__all__ = ["mesh_coordinates", "resolve_data_parallel"]
+__all__ = ["data_parallel_submesh", "mesh_coordinates", "resolve_data_parallel"]

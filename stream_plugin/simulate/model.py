@@ -15,7 +15,6 @@ import numpy as np
 
 from stream_plugin.errors import ConfigError, check_int
 from stream_plugin.order.data_parallel import (
-    DATA_PARALLEL_DIM_NAMES,
     DataParallelLayout,
     agree_with_replication,
 )
@@ -154,7 +153,7 @@ class Hardware:
     # dims that read different samples.
     data_parallel_size: int | None = None
     mesh: tuple[tuple[str, int], ...] | None = None
-    data_parallel_dims: tuple[str, ...] = DATA_PARALLEL_DIM_NAMES
+    data_parallel_dims: tuple[str, ...] | None = None  # None: the dims named as data-parallel ones
 
     def __post_init__(self) -> None:
         check_int("nodes", self.nodes, minimum=1, fix="pass the number of nodes")
@@ -197,8 +196,7 @@ class Hardware:
                     f"mesh: expected dims whose sizes multiply to the world size {self.world_size} (nodes x "
                     f"devices_per_node), found {dict(self.mesh)}; fix the mesh or the hardware"
                 )
-            dims = [name for name in names if name in self.data_parallel_dims]
-            layout = DataParallelLayout.of_mesh(shape, names, dims or list(self.data_parallel_dims))
+            layout = DataParallelLayout.of_mesh(shape, names, self.data_parallel_dims)
             agree_with_replication(layout, replication, "mesh")
             return layout
         if self.data_parallel_size is not None:

@@ -15,8 +15,8 @@ import pytest
 import torch
 from lightning_rig import Reference, assert_retraces, finish_process, merge_runs, read_records, start_process
 
+from stream_plugin import data_parallel_dims
 from stream_plugin.errors import ConfigError
-from stream_plugin_lightning.mesh import data_parallel_dims
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -114,7 +114,7 @@ def test_a_replication_that_contradicts_ddp_stops_at_the_first_batch(
 def test_the_data_parallel_dims_are_found_by_name_or_chosen(
     dims: tuple[str, ...], chosen: list[str] | None, expected: tuple[str, ...]
 ) -> None:
-    assert data_parallel_dims(dims, chosen) == expected
+    assert data_parallel_dims(dims, chosen, where="the strategy's device mesh") == expected
 
 
 @pytest.mark.parametrize(
@@ -133,4 +133,4 @@ def test_a_mesh_without_a_recognisable_data_parallel_dim_names_the_option(
     dims: tuple[str, ...], chosen: list[str] | None, message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        data_parallel_dims(dims, chosen)
+        data_parallel_dims(dims, chosen, where="the strategy's device mesh")

@@ -14,11 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stream_plugin import ConfigError, StreamingDataLoader, StreamingDataset, mesh_coordinates
+from stream_plugin import (
+    DATA_PARALLEL_DIM_NAMES,
+    ConfigError,
+    StreamingDataLoader,
+    StreamingDataset,
+    data_parallel_submesh,
+    mesh_coordinates,
+)
 from stream_plugin.errors import LayoutError
-
-# Composer's names (composer.utils.parallelism.ParallelismType) for the dims that read different samples.
-DATA_PARALLEL_DIMS = ("data_parallel_replicate", "data_parallel_shard")
 
 
 def tensor_parallel_degree(parallelism_config: Any) -> int:
@@ -66,16 +70,9 @@ def trainer_coordinates(device_mesh: Any) -> tuple[int, ...] | None:
     if device_mesh is None:
         return None
     names = tuple(device_mesh.mesh_dim_names or ())
-    if all(name in DATA_PARALLEL_DIMS for name in names):
+    if all(name in DATA_PARALLEL_DIM_NAMES for name in names):
         return None
-    dims = tuple(name for name in names if name in DATA_PARALLEL_DIMS)
-    if not dims:
-        raise ConfigError(
-            f"ExactDataResumption: expected Composer's device mesh to have a data-parallel dim "
-            f"{list(DATA_PARALLEL_DIMS)}, found dims {list(names)}; build the Trainer's parallelism_config "
-            "with fsdp (Composer's data-parallel dims)"
-        )
-    return mesh_coordinates(device_mesh[dims[0]] if len(dims) == 1 else device_mesh[dims])
+    return mesh_coordinates(data_parallel_submesh(device_mesh, where="Composer's device mesh"))
 
 
 def check_dataset_layout(dataset: StreamingDataset, truth: Sequence[int]) -> None:
