@@ -8,9 +8,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from support.datasets import write_ids
 
 from stream_plugin import Stream, streams_registry
 from stream_plugin.errors import ConfigError, ConfigTypeError
+from stream_plugin.reading.sources import open_streams
+from stream_plugin.reading.stream import DOWNLOAD_DEFAULTS
 from stream_plugin.reading.stream_registry import build_streams
 
 
@@ -91,3 +94,20 @@ def test_build_streams_applies_the_datasets_split_to_given_streams() -> None:
     given = [Stream(local="/a"), Stream(local="/b", split="own")]
     built = build_streams(given, defaults={"remote": None, "local": None, "split": "train"})
     assert [stream.split for stream in built] == ["train", "own"]
+
+
+def test_stream_throttle_deadline_defaults_to_15_minutes_and_is_checked() -> None:
+    assert Stream(local="/data").throttle_deadline == 15 * 60.0
+    assert Stream(local="/data", throttle_deadline=30).throttle_deadline == 30.0
+    given = Stream(local="/data")
+    given.apply_default({"throttle_deadline": 60.0})  # a dataset-wide default, where one is given
+    assert given.throttle_deadline == 60.0
+    with pytest.raises(ConfigError, match=r"expected throttle_deadline > 0 seconds.*found 0; pass None for the default, 900s"):
+        Stream(local="/data", throttle_deadline=0)
+
+
+def test_a_streams_throttle_deadline_reaches_its_cache(tmp_path: Path) -> None:
+    write_ids(tmp_path / "remote", range(8), size_limit=200)
+    stream = Stream(remote=str(tmp_path / "remote"), local=str(tmp_path / "cache"), throttle_deadline=42)
+    _, opened = open_streams([stream], DOWNLOAD_DEFAULTS, cache_limit=None)
+    assert opened.cache_specs[0].config.throttle_deadline == 42.0
