@@ -55,7 +55,7 @@ class Workload:
     shards_per_stream: tuple[int, ...]
     config: DatasetConfig  # batch_size (per device) must be set
     weights: tuple[StreamWeight, ...] = ()  # one per stream; () means no stream sets a weight
-    download_retry: int | None = None  # retries after a failed request (429); None: the dataset's default
+    download_retry: int | None = None  # retries after a failed request (a 429 uses none); None: the default
 
     def __post_init__(self) -> None:
         num_shards = len(self.samples_per_shard)
