@@ -2,8 +2,8 @@
 
 A store that throttles (HTTP 429, S3 ``SlowDown``) refuses requests over its limit; retrying each at once
 only makes more refusals. So every process of a node shares one ``RateState`` per store, with no
-coordinator: a small JSON file in the cache's control folder (``FileRateBook``, under an ``flock`` and
-replaced by an atomic rename, as ``cache/locks.py`` does), or memory for a process without a cache
+coordinator: a small JSON file in the cache's control folder (``FileRateBook``, changed under an
+``flock``, as ``cache/locks.py`` coordinates), or memory for a process without a cache
 (``MemoryRateBook``).
 
 The rule (pure functions of the state and a time, so that the simulator can follow it exactly):
@@ -33,8 +33,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Final, Protocol
-
-from stream_plugin.fileio import atomic_write_bytes
 
 DECREASE: Final = 0.85  # the rate after a refusal, as a fraction of the rate before it
 INCREASE_PER_SECOND: Final = 0.03  # growth each second, as a fraction of the rate at the last refusal
@@ -170,43 +168,52 @@ class MemoryRateBook:
 
 @dataclass(frozen=True)
 class FileRateBook:
-    """A ``RateState`` shared by every process of a node: ``<folder>/<key>.json``, changed under an
-    ``flock`` on ``<key>.lock`` (never deleted, as the cache's lock files) and replaced atomically."""
+    """A ``RateState`` shared by every process of a node: the file ``<folder>/<key>.rate``, read and
+    rewritten in place under an exclusive ``flock`` on it (never deleted, as the cache's lock files).
+
+    Every reader holds the lock too, so none sees a write half done. A process killed mid-write can
+    leave a torn file: it reads as a fresh state (the rate is advice, relearned in seconds), which is
+    why no temporary file and rename are paid on every request.
+    """
 
     folder: Path
     key: str
 
     @property
     def path(self) -> Path:
-        return self.folder / f"{self.key}.json"
+        return self.folder / f"{self.key}.rate"
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        lock = self.folder / f"{self.key}.lock"
+    def _locked(self) -> Iterator[int]:
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
         try:
-            descriptor = os.open(lock, flags, 0o644)
+            descriptor = os.open(self.path, flags, 0o644)
         except FileNotFoundError:
             self.folder.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(lock, flags, 0o644)
+            descriptor = os.open(self.path, flags, 0o644)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX)
-            yield
+            yield descriptor
         finally:
             os.close(descriptor)  # releases the lock
 
+    @staticmethod
+    def _read(descriptor: int) -> RateState:
+        data = os.pread(descriptor, 1 << 16, 0)
+        return RateState.from_json(data) if data else RateState()
+
     def read(self) -> RateState:
-        try:
-            return RateState.from_json(self.path.read_bytes())
-        except FileNotFoundError:
-            return RateState()
+        with self._locked() as descriptor:
+            return self._read(descriptor)
 
     def update(self, change: Callable[[RateState], RateState]) -> RateState:
-        with self._locked():
-            before = self.read()
+        with self._locked() as descriptor:
+            before = self._read(descriptor)
             after = change(before)
             if after != before:
-                atomic_write_bytes(self.path, after.to_json())
+                data = after.to_json()
+                os.pwrite(descriptor, data, 0)
+                os.ftruncate(descriptor, len(data))
             return after
 
 

@@ -86,7 +86,7 @@ def test_state_idle_for_long_is_forgotten() -> None:
 
 def test_an_unreadable_state_file_reads_as_a_fresh_state(tmp_path: Path) -> None:
     book = FileRateBook(tmp_path, "store")
-    tmp_path.joinpath("store.json").write_bytes(b"{not json")
+    tmp_path.joinpath("store.rate").write_bytes(b"{not json")  # a write torn by a killed process
     assert book.read() == RateState()
     saved = book.update(lambda state: refused(state, T0, sent_at=T0, wait=1.0))
     assert book.read() == saved and RateState.from_json(saved.to_json()) == saved
