@@ -109,7 +109,7 @@ class StreamingTokenBlockDataset(StreamingDataset):
         self._first_block_per_stream: list[int] = blocks.sample_offset_per_stream.tolist()
         self._first_sample_per_stream: list[int] = samples.sample_offset_per_stream.tolist()
         self._first_sample_per_shard: list[int] = samples.sample_offset_per_shard.tolist()
-        self._token_views = TokenViews(self.column, self.token_encoding_type, self._shard_access().max_open)
+        self._token_views = TokenViews(self.column, self.token_encoding_type)
         self._cast: type[np.integer[Any]] | None = np.int64 if self.dtype == "int64" else None
 
     def sample_table(self, streams: StreamSamples) -> SampleTable:
@@ -159,6 +159,8 @@ class StreamingTokenBlockDataset(StreamingDataset):
         first_sample = self._first_sample_per_stream[stream]
         runs = block_runs(self._token_offsets[stream], self.block_size, block)
         access, views, first_per_shard = self._shard_access(), self._token_views, self._first_sample_per_shard
+        if views.capacity is None:  # this process's first read
+            views.capacity = access.max_open
         parts = []
         for sample, begin, end, count in runs:
             sample_id = first_sample + sample

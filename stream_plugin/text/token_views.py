@@ -33,10 +33,12 @@ class TokenViews:
     """``tokens(reader, shard, index)``: the 1-D token array of sample ``index`` of shard ``shard``, open
     in ``reader`` (the shard access's current reader of it)."""
 
-    def __init__(self, column: str, token_encoding_type: str, capacity: int) -> None:
+    def __init__(self, column: str, token_encoding_type: str) -> None:
         self._column = column
         self._token_encoding_type = token_encoding_type
-        self._capacity = max(1, int(capacity))
+        # Shards kept at most: the process's ``ShardAccess.max_open``, known once the process reads
+        # (a DataLoader worker's access keeps fewer readers than the main process's would).
+        self.capacity: int | None = None
         # shard id -> (the reader the arrays come from, per sample: its tokens once read, else None,
         # the tail dtype where samples end with their tokens)
         self._shards: OrderedDict[int, tuple[ShardReader, list[np.ndarray | None], np.dtype[Any] | None]] = (
@@ -49,7 +51,7 @@ class TokenViews:
         if found is None or found[0] is not reader:
             found = (reader, [None] * reader.num_samples, self._checked_tail(reader, index))
             self._shards[shard] = found
-            if len(self._shards) > self._capacity:
+            if len(self._shards) > (self.capacity or 1):
                 self._shards.popitem(last=False)
         samples, tail = found[1], found[2]
         tokens = samples[index]
@@ -83,6 +85,7 @@ class TokenViews:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_shards"] = OrderedDict()  # arrays of this process's maps never travel to another
+        state["capacity"] = None
         return state
 
 
