@@ -92,7 +92,7 @@ def real_reads(
             streams=[Stream(local=str(folder)) for folder in streams],
             **dataset_settings,  # type: ignore[arg-type]
         )
-        loader = StreamingDataLoader(dataset, batch_size=dataset_settings["batch_size"], num_workers=0)
+        loader = StreamingDataLoader(dataset, batch_size=dataset.batch_size, num_workers=0)
         for epoch in range(epochs):
             reads[epoch].append(np.array([int(i) for batch in loader for i in batch["id"]], np.int64))
     return reads
