@@ -49,6 +49,7 @@ from stream_plugin.reading.world import World, detect_world
 
 if TYPE_CHECKING:
     from stream_plugin.reading.dataset import StreamingDataset
+    from stream_plugin.reading.eval_loader import EvalLoader
     from stream_plugin.reading.loader import LoaderPosition, StreamingDataLoader
     from stream_plugin.reading.local_dataset import LocalDataset
 
@@ -56,6 +57,7 @@ _IMPORTED_ON_USE = {
     "LocalDataset": "stream_plugin.reading.local_dataset",
     "StreamingDataset": "stream_plugin.reading.dataset",
     "StreamingDataLoader": "stream_plugin.reading.loader",
+    "EvalLoader": "stream_plugin.reading.eval_loader",
     "LoaderPosition": "stream_plugin.reading.loader",
 }
 
@@ -87,6 +89,7 @@ __all__ = [
     "Stream",
     "StreamingDataLoader",
     "StreamingDataset",
+    "EvalLoader",
     "TSVWriter",
     "World",
     "XSVWriter",

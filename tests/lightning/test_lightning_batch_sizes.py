@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from lightning_rig import dataset_specs
 
+from stream_plugin import EvalLoader
 from stream_plugin.errors import ConfigError
 from stream_plugin_lightning import StreamingDataModule
 from stream_plugin_lightning.batch_sizes import BatchSizes, resolve_batch_sizes
-from stream_plugin_lightning.loaders import EvalLoader
 from stream_plugin_lightning.mesh import DataParallelMesh
 
 

@@ -10,8 +10,8 @@ import pytest
 from support.datasets import write_ids
 from support.resume import take_ids
 
-from stream_plugin import StreamingDataLoader, StreamingDataset
-from stream_plugin_lightning.loaders import EvalLoader, TrainLoader
+from stream_plugin import EvalLoader, StreamingDataLoader, StreamingDataset
+from stream_plugin_lightning.loaders import TrainLoader
 
 BATCH = 8
 

@@ -23,7 +23,7 @@ from stream_plugin_composer.autoresume import (
 )
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.dataspec import build_streaming_dataspec, streaming_dataspec
-from stream_plugin_composer.evaluation import ExactEvaluation, first_samples
+from stream_plugin_composer.evaluation import ExactEvaluation
 from stream_plugin_composer.preemption import PreemptionCheckpoint
 from stream_plugin_composer.resumption import ExactDataResumption
 
@@ -34,7 +34,6 @@ __all__ = [
     "ExactEvaluation",
     "PreemptionCheckpoint",
     "build_streaming_dataspec",
-    "first_samples",
     "num_samples_in_batch",
     "run_is_complete",
     "set_aside_unfinished_checkpoints",

@@ -10,33 +10,11 @@ empty batch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
-import torch
 from composer.core import Callback, State
 from composer.loggers import Logger
 
 from stream_plugin import StreamingDataLoader
-
-
-def first_samples(value: Any, count: int, size: int) -> Any:
-    """``value`` with every tensor or array whose first dimension is ``size`` cut to its first ``count``
-    rows; mappings, lists and tuples are walked, anything else is kept."""
-    if isinstance(value, (torch.Tensor, np.ndarray)):
-        return value[:count] if value.ndim and value.shape[0] == size else value
-    if isinstance(value, Mapping):
-        return type(value)({key: first_samples(item, count, size) for key, item in value.items()})  # type: ignore[call-arg]
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
-        return type(value)(*(first_samples(item, count, size) for item in value))
-    if isinstance(value, (list, tuple)):
-        if len(value) == size and not any(
-            isinstance(item, (torch.Tensor, np.ndarray, Mapping)) for item in value
-        ):
-            return type(value)(value[:count])  # a list of per-sample values (strings, ids)
-        return type(value)(first_samples(item, count, size) for item in value)
-    return value
+from stream_plugin.reading.batch_rows import first_rows
 
 
 class ExactEvaluation(Callback):
@@ -59,5 +37,5 @@ class ExactEvaluation(Callback):
         if not repeats:
             return
         real = loader.real_samples(index)
-        state.batch = first_samples(state.batch, real, real + repeats)
-        state.outputs = first_samples(state.outputs, real, real + repeats)
+        state.batch = first_rows(state.batch, real, real + repeats)
+        state.outputs = first_rows(state.outputs, real, real + repeats)

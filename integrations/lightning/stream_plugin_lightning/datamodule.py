@@ -21,11 +21,11 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 
-from stream_plugin import StreamingDataset, World, detect_world, mesh_coordinates
+from stream_plugin import EvalLoader, StreamingDataset, World, detect_world, mesh_coordinates
 from stream_plugin.errors import ConfigError, StateError, check_int
 from stream_plugin.preemption import WorkerSignalGuard
 from stream_plugin_lightning.batch_sizes import BatchSizes, resolve_batch_sizes
-from stream_plugin_lightning.loaders import EvalLoader, TrainLoader
+from stream_plugin_lightning.loaders import TrainLoader
 from stream_plugin_lightning.mesh import DataParallelMesh, data_parallel_mesh
 from stream_plugin_lightning.progress import TrainPosition, batches_per_epoch, state_at, train_position
 from stream_plugin_lightning.specs import DatasetSpec, as_dataset_spec

@@ -3,8 +3,9 @@
 ``TrainLoader`` reports the position Lightning's counters imply (so Lightning's own loader-state
 bookkeeping, which calls ``state_dict`` / ``load_state_dict`` on stateful loaders, saves and reloads the
 same state as the DataModule) and checks, at the first batch of every pass, that the data continues
-exactly where Lightning's counters say training is. ``EvalLoader`` makes every pass a complete pass of
-epoch 0, so validation and test see the same samples in the same order every time.
+exactly where Lightning's counters say training is. The evaluation loaders are the core's
+``EvalLoader``: every pass a complete pass of epoch 0, so validation and test see the same samples in
+the same order every time.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from stream_plugin import IterationPlan, LoaderPosition, StreamingDataLoader, StreamingDataset
+from stream_plugin import LoaderPosition, StreamingDataLoader, StreamingDataset
 
 # The expected state after the first batch of a pass, or None outside a Lightning fit.
 ExpectedState = Callable[[], dict[str, int | str] | None]
@@ -71,20 +72,3 @@ def _found_state(position: LoaderPosition) -> dict[str, Any]:
         "sample_in_epoch": position.sample_in_epoch,
         "epoch_batch_size": position.epoch_batch_size,
     }
-
-
-class EvalLoader(StreamingDataLoader):
-    """A ``StreamingDataLoader`` that iterates epoch 0 in full on every pass (validation, test, predict).
-
-    Persistent workers are started once, to replay that pass every time.
-    """
-
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        dataset = self.dataset
-        if isinstance(dataset, StreamingDataset):
-            dataset.set_epoch(0)
-        yield from super().__iter__()
-
-    def workers_should_replay(self, plan: IterationPlan) -> bool:
-        # Every pass rewinds to the start of epoch 0, so the first pass is the one to repeat.
-        return True

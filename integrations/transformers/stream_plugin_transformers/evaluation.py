@@ -15,26 +15,14 @@ The mean of the gathered losses is then the mean over samples, as on one process
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from accelerate import Accelerator
 
-from stream_plugin import IterationPlan, StreamingDataLoader, StreamingDataset
+from stream_plugin import StreamingDataLoader
 from stream_plugin.reading.batch_rows import first_rows, pad_rows
-
-
-class EvalLoader(StreamingDataLoader):
-    """A ``StreamingDataLoader`` that reads epoch 0 in full on every pass; persistent workers replay it."""
-
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        if isinstance(self.dataset, StreamingDataset):
-            self.dataset.set_epoch(0)
-        yield from super().__iter__()
-
-    def workers_should_replay(self, plan: IterationPlan) -> bool:
-        return True
 
 
 def batch_in_hand(loader: StreamingDataLoader) -> tuple[int, int] | None:
@@ -106,4 +94,4 @@ def _device_of(value: Any) -> torch.device:
     return torch.device("cpu")
 
 
-__all__ = ["EvalLoader", "ExactGather", "batch_in_hand", "cut_repeats"]
+__all__ = ["ExactGather", "batch_in_hand", "cut_repeats"]

@@ -28,12 +28,12 @@ from torch.utils.data import DataLoader
 from transformers import Trainer
 from transformers.trainer_utils import get_last_checkpoint
 
-from stream_plugin import StreamingDataLoader, StreamingDataset
+from stream_plugin import EvalLoader, StreamingDataLoader, StreamingDataset
 from stream_plugin.errors import ConfigError
 from stream_plugin.preemption import WorkerSignalGuard
 from stream_plugin_transformers.callbacks import DataStateCheckpoint
 from stream_plugin_transformers.data_state import read_data_state
-from stream_plugin_transformers.evaluation import EvalLoader, ExactGather, cut_repeats
+from stream_plugin_transformers.evaluation import ExactGather, cut_repeats
 
 
 class StreamingTrainerMixin:
