@@ -10,6 +10,7 @@ every DataLoader worker and never pickled.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ from stream_plugin.reading.pass_reading import PassReading, read_pass
 from stream_plugin.reading.passes import LoaderPass, PassCounter
 from stream_plugin.reading.process_shards import check_readers_fit
 from stream_plugin.reading.sample_access import select_samples
+from stream_plugin.reading.second_split import refuse_second_split
 from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.reading.state import STATE_VERSION, ResumeState, check_against_dataset, state_mapping
 from stream_plugin.reading.stream import DOWNLOAD_DEFAULTS, DownloadSettings, Stream
@@ -465,7 +467,11 @@ class StreamingDataset(MosaicNames, IterableDataset):
         self._cursor.load(state)
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next pass start at the beginning of ``epoch`` (for loops that drive epochs)."""
+        """Make the next pass start at the beginning of ``epoch`` (for loops that drive epochs).
+
+        A loader that would split the samples over the ranks a second time (Accelerate's dispatcher or
+        shard wrapper, which call this before each pass) is refused (``second_split``)."""
+        refuse_second_split(sys._getframe(1), self.world.world_size)
         self._cursor.set_epoch(int(epoch))
 
     @property

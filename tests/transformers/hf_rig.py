@@ -92,6 +92,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
         disable_tqdm=True,
         seed=1,
         save_only_model=False,
+        accelerator_config={"dispatch_batches": config["dispatch_batches"]} if "dispatch_batches" in config else None,
     )
     model = IdModel()
     callbacks = []
