@@ -106,6 +106,10 @@ class StreamingDataset(MosaicNames, IterableDataset):
     state moves between layouts. ``replication`` (MosaicML's: consecutive ranks) must agree with them
     when also given. The layout is ``data_parallel`` (a ``DataParallelLayout``).
 
+    ``throttle_deadline`` (seconds; None: ``DEFAULT_THROTTLE_DEADLINE``, 15 minutes) bounds how long one
+    download waits out a store that throttles (429, S3 SlowDown) before it fails; throttling never
+    counts against ``download_retry`` (``docs/storage.md``). A ``Stream`` may set its own.
+
     Another is ``storage_options``, for the single-stream form (``remote=``): options of the remote's
     store (an endpoint, credentials); with ``streams=``, give each ``Stream`` its own.
 
@@ -132,6 +136,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         download_timeout: float = DOWNLOAD_DEFAULTS.download_timeout,
         validate_hash: str | None = DOWNLOAD_DEFAULTS.validate_hash,
         keep_zip: bool = DOWNLOAD_DEFAULTS.keep_zip,
+        throttle_deadline: float | None = None,
         epoch_size: int | str | None = DEFAULTS.epoch_size,
         predownload: int | None = DEFAULTS.predownload,
         cache_limit: int | str | None = DEFAULTS.cache_limit,
@@ -161,7 +166,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         downloads = {name: given[name] for name in _DOWNLOAD_ARGUMENTS}
         self.streams = build_streams(
             streams,
-            defaults={"remote": remote, "local": local, "split": split, **downloads},
+            defaults={"remote": remote, "local": local, "split": split, "throttle_deadline": throttle_deadline, **downloads},
             stream_name=stream_name,
             stream_config=stream_config,
             storage_options=storage_options,

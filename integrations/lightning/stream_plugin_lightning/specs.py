@@ -44,6 +44,7 @@ class StreamSpec:
     download_timeout: float | None = None
     validate_hash: str | None = None
     keep_zip: bool | None = None
+    throttle_deadline: float | None = None
     storage_options: dict[str, Any] | None = None
 
     def build(self) -> Stream:
@@ -67,6 +68,7 @@ class DatasetSpec:
     download_timeout: float = _DOWNLOADS.download_timeout
     validate_hash: str | None = _DOWNLOADS.validate_hash
     keep_zip: bool = _DOWNLOADS.keep_zip
+    throttle_deadline: float | None = None
     epoch_size: int | str | None = _DEFAULTS.epoch_size
     predownload: int | None = _DEFAULTS.predownload
     cache_limit: int | str | None = _DEFAULTS.cache_limit
