@@ -40,7 +40,6 @@ from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
 from stream_plugin.simulate.model import Hardware, Workload
 from stream_plugin.simulate.reads import epoch_steps
-from stream_plugin.text.loader_keys import TEXT_KEYS
 from stream_plugin.units import parse_bytes, parse_count
 
 ConfigKind = Literal["dataset", "synthetic", "lightning", "llm-foundry"]
@@ -358,6 +357,10 @@ def _llm_foundry(document: Mapping[str, Any], source: str) -> RunConfig:
             "change the name (every dataset key keeps its meaning)"
         )
     dataset = dict(_mapping(f"{source}: train_loader.dataset", loader.get("dataset")))
+    # Read from the text dataset's signature (which imports torch): only for an llm-foundry CONFIG, so the
+    # CLI starts without torch.
+    from stream_plugin.text.loader_keys import TEXT_KEYS
+
     _check_keys(f"{source}: train_loader.dataset", dataset, (*DATASET_KEYS, *_SPEC_ONLY_KEYS, *TEXT_KEYS))
     for key in (*_SPEC_ONLY_KEYS, *TEXT_KEYS):
         dataset.pop(key, None)

@@ -5,14 +5,44 @@
 - ``StreamingTokenBlockDataset``: fixed-size token blocks read across sample boundaries (pre-training),
   optionally with where documents start in them; ``collate_token_blocks`` batches those.
 - ``as_text_tokenizer``: a ``transformers`` tokenizer, a ``tokenizers.Tokenizer`` or a tokenizer.json path.
+
+The names are imported on first use (they need torch), so ``stream_plugin.text.loader_keys`` (the
+llm-foundry keys ``stream-plugin simulate`` reads) imports without it, as the CLI does.
 """
 
-from stream_plugin.text.block_collate import collate_token_blocks
-from stream_plugin.text.block_dataset import StreamingTokenBlockDataset
-from stream_plugin.text.collate import IGNORE_INDEX, TextCollator, mlm_collator
-from stream_plugin.text.dataset import StreamingTextDataset
-from stream_plugin.text.samples import TOKEN_ENCODING_TYPES
-from stream_plugin.text.tokenizer import TextTokenizer, as_text_tokenizer
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stream_plugin.text.block_collate import collate_token_blocks
+    from stream_plugin.text.block_dataset import StreamingTokenBlockDataset
+    from stream_plugin.text.collate import IGNORE_INDEX, TextCollator, mlm_collator
+    from stream_plugin.text.dataset import StreamingTextDataset
+    from stream_plugin.text.samples import TOKEN_ENCODING_TYPES
+    from stream_plugin.text.tokenizer import TextTokenizer, as_text_tokenizer
+
+_IMPORTED_ON_USE = {
+    "collate_token_blocks": "stream_plugin.text.block_collate",
+    "StreamingTokenBlockDataset": "stream_plugin.text.block_dataset",
+    "IGNORE_INDEX": "stream_plugin.text.collate",
+    "TextCollator": "stream_plugin.text.collate",
+    "mlm_collator": "stream_plugin.text.collate",
+    "StreamingTextDataset": "stream_plugin.text.dataset",
+    "TOKEN_ENCODING_TYPES": "stream_plugin.text.samples",
+    "TextTokenizer": "stream_plugin.text.tokenizer",
+    "as_text_tokenizer": "stream_plugin.text.tokenizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _IMPORTED_ON_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stream_plugin.text' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "IGNORE_INDEX",

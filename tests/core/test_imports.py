@@ -10,6 +10,7 @@ import pytest
         "import stream_plugin",
         "from stream_plugin import MDSWriter, Stream, merge_index",
         "import stream_plugin.cli",
+        "from stream_plugin.cli import build_parser; build_parser()",  # every command's options
     ],
 )
 def test_writers_and_the_cli_import_without_torch_or_tqdm(statement: str) -> None:
