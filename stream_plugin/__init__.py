@@ -11,7 +11,7 @@ printed until the application configures logging (``logging.basicConfig(level=lo
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stream_plugin._version import __version__
 from stream_plugin.errors import (
@@ -38,6 +38,7 @@ from stream_plugin.errors import (
 from stream_plugin.format.encodings import register_encoding
 from stream_plugin.format.merge import merge_index
 from stream_plugin.format.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
+from stream_plugin.lazy_names import imported_on_use
 from stream_plugin.order.data_parallel import DATA_PARALLEL_DIM_NAMES, DataParallelLayout, data_parallel_dims
 from stream_plugin.reading.cursor import IterationPlan
 from stream_plugin.reading.data_parallel import data_parallel_submesh, mesh_coordinates
@@ -62,13 +63,7 @@ _IMPORTED_ON_USE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _IMPORTED_ON_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stream_plugin' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = imported_on_use(__name__, _IMPORTED_ON_USE)
 
 
 # Library logging: everything goes to the "stream_plugin" logger tree (stream_plugin.storage,

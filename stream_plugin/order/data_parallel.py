@@ -176,11 +176,10 @@ def agree_with_replication(layout: DataParallelLayout, replication: int | None, 
     """A ConfigError unless ``replication`` (MosaicML's consecutive groups), when set, describes ``layout``."""
     if replication is None:
         return
-    expected = DataParallelLayout.consecutive(layout.world_size, replication) if layout.world_size % replication == 0 else None
-    known = np.asarray(layout.coordinates) != UNKNOWN
-    matches = expected is not None and expected.size == layout.size
-    if matches and expected is not None:
-        matches = bool((np.asarray(expected.coordinates)[known] == np.asarray(layout.coordinates)[known]).all())
+    values = np.asarray(layout.coordinates)  # (world_size,)
+    known = values != UNKNOWN
+    consecutive = np.arange(layout.world_size) // replication  # (world_size,): replication's coordinates
+    matches = layout.world_size == layout.size * replication and bool((values[known] == consecutive[known]).all())
     if not matches:
         raise ConfigError(
             f"replication: expected it to agree with {given} (data_parallel_size={layout.size}, "
@@ -191,4 +190,4 @@ def agree_with_replication(layout: DataParallelLayout, replication: int | None, 
         )
 
 
-__all__ = ["DATA_PARALLEL_DIM_NAMES", "UNKNOWN", "DataParallelLayout", "agree_with_replication"]
+__all__ = ["DATA_PARALLEL_DIM_NAMES", "UNKNOWN", "DataParallelLayout", "agree_with_replication", "data_parallel_dims"]

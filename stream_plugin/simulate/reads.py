@@ -165,7 +165,7 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
     epoch_shape = epoch_steps(workload, hardware, planner)
     global_batch, steps = epoch_shape.global_batch, epoch_shape.steps
     bands = hardware.node_bands(hardware.data_parallel(config.replication))
-    band = bands[0][1] * (global_batch // hardware.data_parallel(config.replication).size)  # a node's samples of a step
+    band = bands[0][1] * int(config.batch_size or 1)  # a node's samples of a step: its coordinates' batches
     canonical = config.num_canonical_nodes or hardware.nodes
     check_canonical_nodes(planner.epoch_size, canonical)
     run_steps: list[int] = []

@@ -10,9 +10,9 @@ use, here as in ``open_store``, so importing this package loads none of them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from stream_plugin.lazy_names import imported_on_use
 from stream_plugin.storage.base import (
     ObjectStore,
     RemoteAccessDeniedError,
@@ -48,11 +48,7 @@ _IMPORTED_ON_USE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _IMPORTED_ON_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stream_plugin.storage' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = imported_on_use(__name__, _IMPORTED_ON_USE)
 
 
 __all__ = [

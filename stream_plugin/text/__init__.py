@@ -12,7 +12,9 @@ llm-foundry keys ``stream-plugin simulate`` reads) imports without it, as the CL
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stream_plugin.lazy_names import imported_on_use
 
 if TYPE_CHECKING:
     from stream_plugin.text.block_collate import collate_token_blocks
@@ -35,13 +37,7 @@ _IMPORTED_ON_USE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _IMPORTED_ON_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'stream_plugin.text' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = imported_on_use(__name__, _IMPORTED_ON_USE)
 
 
 __all__ = [
