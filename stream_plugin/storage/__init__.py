@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from stream_plugin.lazy_names import imported_on_use
 from stream_plugin.storage.base import (
+    ObjectInfo,
     ObjectStore,
+    RangedStore,
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     RetriesExhaustedError,
@@ -22,6 +24,7 @@ from stream_plugin.storage.base import (
     ThrottledTooLongError,
     TransientStorageError,
     join_key,
+    ranged,
 )
 from stream_plugin.storage.http import HttpStore
 from stream_plugin.storage.local import LocalStore
@@ -52,6 +55,9 @@ __getattr__ = imported_on_use(__name__, _IMPORTED_ON_USE)
 
 
 __all__ = [
+    "ObjectInfo",
+    "RangedStore",
+    "ranged",
     "ENTRY_POINT_GROUP",
     "AzureStore",
     "FsspecStore",

@@ -9,6 +9,7 @@ and its subclass ``ThrottledError`` (the store's rate limit) is waited out witho
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from stream_plugin.errors import StorageError
@@ -57,7 +58,9 @@ class ObjectStore(Protocol):
     download it bounds the whole attempt, not each socket read (see ``storage.deadline``).
 
     Optional, outside the protocol: ``delete(key)``, which a writer needs to overwrite a remote
-    dataset (``exist_ok=True``): its old index.json is deleted before the first new shard.
+    dataset (``exist_ok=True``): its old index.json is deleted before the first new shard. And the
+    ranged reads of :class:`RangedStore` (``object_info``, ``read_range``), which Parquet datasets need:
+    a shard of one is a byte range of a file.
     """
 
     url: str
@@ -89,6 +92,45 @@ class ObjectStore(Protocol):
         """An opaque string that changes whenever the object under ``key`` is rewritten (ETag plus
         last-modified time, or a generation number); None when the store gives no such information."""
         ...
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store says of one object without reading it: its size, and its ``identity`` (see
+    ``ObjectStore.identity``; None where the store gives none)."""
+
+    size: int
+    identity: str | None
+
+
+@runtime_checkable
+class RangedStore(Protocol):
+    """A store that reads part of an object: what Parquet datasets need (a shard is a byte range).
+
+    Both methods raise the error classes above and never retry on their own, as ``ObjectStore`` does.
+    """
+
+    def object_info(self, key: str, *, timeout: float | None = None) -> ObjectInfo:
+        """The object's size and identity (one HEAD, ``stat`` or metadata request)."""
+        ...
+
+    def read_range(self, key: str, start: int, end: int, *, timeout: float | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the object; a body of another length is a ``TransientStorageError``.
+
+        ``0 <= start <= end <= size`` is the caller's duty; an empty range returns ``b""`` with no request.
+        """
+        ...
+
+
+def ranged(store: object, url: str) -> RangedStore:
+    """``store`` as a :class:`RangedStore`, or a ``StorageError`` naming the store and what it lacks."""
+    if isinstance(store, RangedStore):
+        return store
+    raise StorageError(
+        f"Expected a store that reads byte ranges (object_info and read_range) for {url!r}, found "
+        f"{type(store).__name__} without them; Parquet datasets read shards as byte ranges: use a built-in "
+        "store (local, s3, gs, azure, http(s), hf) or add both methods to the plugin's store."
+    )
 
 
 def store_identity(store: object, key: str, *, timeout: float | None = None) -> str | None:

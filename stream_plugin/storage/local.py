@@ -12,7 +12,13 @@ from urllib.parse import unquote, urlsplit
 from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.fileio import temporary_sibling
 from stream_plugin.redaction import redact_url
-from stream_plugin.storage.base import RemoteAccessDeniedError, RemoteNotFoundError, check_key
+from stream_plugin.storage.base import (
+    ObjectInfo,
+    RemoteAccessDeniedError,
+    RemoteNotFoundError,
+    check_complete,
+    check_key,
+)
 
 
 def local_root(url: str | os.PathLike[str]) -> Path:
@@ -104,10 +110,25 @@ class LocalStore:
 
     def identity(self, key: str, *, timeout: float | None = None) -> str | None:
         """Modification time, size and inode: an atomic rewrite (a new file renamed in) changes them."""
+        return self.object_info(key).identity
+
+    def object_info(self, key: str, *, timeout: float | None = None) -> ObjectInfo:
+        """The file's size, and the ``identity`` above."""
         source = self.path_of(key)
         with _mapped_errors(source, "check"):
             found = source.stat()
-        return f"mtime_ns={found.st_mtime_ns} size={found.st_size} inode={found.st_ino}"
+        return ObjectInfo(found.st_size, f"mtime_ns={found.st_mtime_ns} size={found.st_size} inode={found.st_ino}")
+
+    def read_range(self, key: str, start: int, end: int, *, timeout: float | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the file; fewer (the file shrank) is a ``TransientStorageError``."""
+        if end <= start:
+            return b""
+        source = self.path_of(key)
+        with _mapped_errors(source, "read"), open(source, "rb") as handle:
+            handle.seek(start)
+            data = handle.read(end - start)
+        check_complete(str(source), end - start, len(data))
+        return data
 
     def delete(self, key: str) -> None:
         """Remove the file under ``key``; a missing file is not an error."""
