@@ -74,3 +74,49 @@ def relative_links(text: str) -> list[str]:
     """The targets of the page's links that are not URLs (no scheme), outside code blocks."""
     targets = [match["target"] for match in _LINK.finditer(without_code(text))]
     return [target for target in targets if not re.match(r"[a-z][a-z0-9+.-]*:", target)]
+
+
+# A test named in prose: ``tests/dir/test_x.py``, optionally ``::test_name`` or ``::Class::test_name``
+# with parameters ``[...]``; a lone ``::test_name`` names a test of the file named last.
+_TEST_REFERENCE = re.compile(
+    r"(?<![\w/.-])(?P<path>tests(?:/[\w.-]+)*/?)(?P<names>(?:::\w+(?:\[[^\]`]*\])?)*)"
+    r"|`(?P<lone>(?:::\w+(?:\[[^\]`]*\])?)+)`"
+)
+# Marks a section (to the next ``##`` heading) that names another project's tests, not ours.
+OTHER_PROJECTS_TESTS_MARK = "<!-- docs-test: other project's test ids -->"
+_SECTION_START = re.compile(r"^#{1,2} ", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class NamedTest:
+    line: int
+    path: str
+    names: tuple[str, ...]
+
+
+def _without_other_projects_tests(text: str) -> str:
+    """The text with each marked section (the mark to the next ``#`` or ``##`` heading) blanked."""
+    start = text.find(OTHER_PROJECTS_TESTS_MARK)
+    while start != -1:
+        end_match = _SECTION_START.search(text, start)
+        end = end_match.start() if end_match else len(text)
+        text = text[:start] + "\n" * text.count("\n", start, end) + text[end:]
+        start = text.find(OTHER_PROJECTS_TESTS_MARK, start + 1)
+    return text
+
+
+def named_tests(text: str) -> list[NamedTest]:
+    """The tests a page names outside its code blocks (outside sections marked as naming another
+    project's tests): each path under ``tests/`` with the test names after it, parameters dropped."""
+    text = _without_other_projects_tests(without_code(text))
+    references: list[NamedTest] = []
+    last_path = ""
+    for match in _TEST_REFERENCE.finditer(text):
+        names_text = match["names"] if match["path"] else match["lone"]
+        names = tuple(re.sub(r"\[.*", "", name) for name in names_text.split("::") if name)
+        path = match["path"] or last_path
+        if not path:
+            continue
+        last_path = path
+        references.append(NamedTest(text.count("\n", 0, match.start()) + 1, path, names))
+    return references
