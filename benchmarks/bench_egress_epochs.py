@@ -10,7 +10,7 @@ epoch the node reports `node_stats().bytes_downloaded` (the server's count over 
 in the JSON record), once with `eviction="belady"` (the default: evict the shard this node reads again
 farthest ahead) and once with `eviction="lru"`. From the shards each node actually read, two
 yardsticks of the same capacity: an ideal LRU cache and the offline optimum (Belady), computed by
-`stream_plugin.cache.policy_sim`.
+`stream_plugin.simulate.ideal_caches`.
 
 **MosaicML Streaming 0.13** is counted, not run: its own `get_shuffle("py1e", ...)` and
 `get_partitions("relaxed", ...)` give each node's reads, and an ideal LRU cache of the same capacity
@@ -130,7 +130,7 @@ def _capacity(fraction: float, nodes: int) -> int | None:
 
 def _yardsticks(reads: list[list[int]], capacity: int | None) -> tuple[list[int], list[int]]:
     """Ideal LRU and Belady downloads after each epoch, on the node's read sequence (cumulative)."""
-    from stream_plugin.cache.policy_sim import belady_misses, lru_misses
+    from stream_plugin.simulate.ideal_caches import belady_misses, lru_misses
 
     lru, optimum = [], []
     for epoch in range(1, len(reads) + 1):

@@ -174,7 +174,7 @@ def ours_example(shape: dict[str, Any], left_out: dict[str, float]) -> dict[str,
         "total_wait_s": simulation.total_wait,
         "egress_bytes": simulation.egress_bytes,
         "downloads": int(simulation.node_downloads.sum()),
-        "min_cache_limit_bytes": simulation.min_cache_limit,
+        "min_cache_limit_bytes": simulation.download_once_cache_limit,
         "wall_s": wall,
         "peak_rss_mib": peak_rss_mib(),
     }

@@ -21,7 +21,7 @@ On-disk layout of one ``local`` folder::
 ``<name>`` is the shard's raw basename percent-encoded into one file name ("3/x.mds" -> "3%2Fx.mds").
 """
 
-from stream_plugin.cache.eviction import check_cache_limit, minimum_cache_limit
+from stream_plugin.cache.eviction import cache_limit_floor, check_cache_limit, minimum_cache_limit
 from stream_plugin.cache.future import EVICTION_POLICIES, EvictionPolicy, NodeFuture
 from stream_plugin.cache.prefetch import Prefetcher
 from stream_plugin.cache.shard_cache import CacheConfig, ShardCache
@@ -36,6 +36,7 @@ __all__ = [
     "Prefetcher",
     "ShardCache",
     "StatsSnapshot",
+    "cache_limit_floor",
     "check_cache_limit",
     "minimum_cache_limit",
     "node_stats",

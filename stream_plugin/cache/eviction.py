@@ -19,6 +19,7 @@ applied to prefetching), so prefetching cannot push out what is about to be read
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -60,19 +61,30 @@ def bytes_present(local: Path, entry: ShardEntry) -> int:
     return total
 
 
-def minimum_cache_limit(shard_bytes: Sequence[int], readers: int, shards_per_reader: int = 2) -> int:
-    """The smallest workable ``cache_limit``: every reader holds its largest possible set of shards.
+def cache_limit_floor(shard_bytes: Sequence[int], readers: int, shards_per_reader: int = 2) -> int:
+    """The lowest ``cache_limit`` the loader accepts: every reader holds its largest possible set of shards.
 
     Each reader (rank x DataLoader worker on the node) needs the shard it reads plus the one it
     downloads next (``shards_per_reader=2``); in the worst case those are the largest shards.
     """
     if readers < 1 or shards_per_reader < 1:
         raise ConfigError(
-            f"minimum_cache_limit: expected readers >= 1 and shards_per_reader >= 1, found readers={readers}, "
+            f"cache_limit_floor: expected readers >= 1 and shards_per_reader >= 1, found readers={readers}, "
             f"shards_per_reader={shards_per_reader}; count every rank x DataLoader worker on the node"
         )
     largest_first = sorted(shard_bytes, reverse=True)
     return sum(largest_first[: readers * shards_per_reader])
+
+
+def minimum_cache_limit(shard_bytes: Sequence[int], readers: int, shards_per_reader: int = 2) -> int:
+    """Deprecated: the old name of ``cache_limit_floor`` (same arguments, same value), kept until 1.0."""
+    warnings.warn(
+        "minimum_cache_limit is deprecated and will be removed in 1.0: call cache_limit_floor (same arguments, "
+        "same value)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return cache_limit_floor(shard_bytes, readers, shards_per_reader)
 
 
 def check_cache_limit(
@@ -81,7 +93,7 @@ def check_cache_limit(
     """Raise ``ConfigError`` at start-up when ``cache_limit`` cannot hold the working set."""
     if cache_limit is None:
         return
-    smallest = minimum_cache_limit(shard_bytes, readers, shards_per_reader)
+    smallest = cache_limit_floor(shard_bytes, readers, shards_per_reader)
     if cache_limit < smallest:
         raise ConfigError(
             f"cache_limit: expected at least {smallest} bytes (the {readers * shards_per_reader} largest shards: "
@@ -382,7 +394,7 @@ class Evictor:
             )
         return ConfigError(
             f"cache_limit: expected room for shard {name!r} ({need} bytes), found {found}; raise cache_limit "
-            "to at least minimum_cache_limit(shard sizes, readers) for the ranks x workers on this node"
+            "to at least cache_limit_floor(shard sizes, readers) for the ranks x workers on this node"
         )
 
 
@@ -396,6 +408,7 @@ def _read_int(path: Path) -> int:
 __all__ = [
     "Evictor",
     "bytes_present",
+    "cache_limit_floor",
     "check_cache_limit",
     "eviction_order",
     "footprint",

@@ -461,7 +461,7 @@ class ShardCache:
                     return
         raise ConfigError(
             f"cache_limit: expected shard {entry.raw_data.basename!r} to stay cached until read, found it "
-            f"evicted {_READ_ATTEMPTS} times in a row; raise cache_limit (see minimum_cache_limit) or use "
+            f"evicted {_READ_ATTEMPTS} times in a row; raise cache_limit (see cache_limit_floor) or use "
             "fewer readers per node"
         )
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from stream_plugin.cache import CacheConfig, CacheStats, minimum_cache_limit
+from stream_plugin.cache import CacheConfig, CacheStats, cache_limit_floor
 from stream_plugin.cache.future import EvictionPolicy
 from stream_plugin.cache.index_store import OpenedIndex
 from stream_plugin.errors import ConfigError, EmptyStreamError
@@ -155,7 +155,7 @@ def check_cache_limit(
     ):
         if spec.remote is None or not len(footprints):
             continue
-        stream_minimum = minimum_cache_limit(footprints.tolist(), readers, shards_per_reader)
+        stream_minimum = cache_limit_floor(footprints.tolist(), readers, shards_per_reader)
         # The stream gets limit * size / total, so the whole limit must be at least this:
         smallest = max(smallest, -(-stream_minimum * cached_total // size))
     if cache_limit < smallest:

@@ -509,13 +509,13 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
         node_bytes=np.array([node.bytes for node in run.nodes], np.int64),
         node_downloads=np.array([node.downloads for node in run.nodes], np.int64),
         node_peak_cache=np.array([node.peak for node in run.nodes], np.int64),
-        min_cache_limit=min_cache_limit(workload, reads, run.window),
+        download_once_cache_limit=download_once_cache_limit(workload, reads, run.window),
         shuffle=reads.shuffle,
         notes=tuple(notes),
     )
 
 
-def min_cache_limit(workload: Workload, reads: ReadPlan, window: int) -> int:
+def download_once_cache_limit(workload: Workload, reads: ReadPlan, window: int) -> int:
     """The smallest ``cache_limit`` under which no node downloads a shard twice: the most bytes a node
     must hold at once, each shard from its release (``window`` steps before its first read) to its
     last read of the run."""
@@ -540,4 +540,4 @@ def min_cache_limit(workload: Workload, reads: ReadPlan, window: int) -> int:
     return peak
 
 
-__all__ = ["ahead_steps", "min_cache_limit", "simulate", "window_steps"]
+__all__ = ["ahead_steps", "download_once_cache_limit", "simulate", "window_steps"]

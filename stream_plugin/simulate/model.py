@@ -251,7 +251,7 @@ class Simulation:
     node_bytes: np.ndarray  # int64 (N,): bytes downloaded
     node_downloads: np.ndarray  # int64 (N,): shard downloads
     node_peak_cache: np.ndarray  # int64 (N,): the most bytes the node's cache held (placed and in flight)
-    min_cache_limit: int  # the smallest cache_limit that downloads no shard twice on any node
+    download_once_cache_limit: int  # the smallest cache_limit that downloads no shard twice on any node
     shuffle: tuple[EpochShuffle, ...]  # one per epoch simulated
     notes: tuple[str, ...] = field(default=())  # what the model assumed or could not model, for the report
 
@@ -335,7 +335,7 @@ class Simulation:
                 }
                 for node in range(len(self.node_requests))
             ],
-            "min_cache_limit_bytes": self.min_cache_limit,
+            "download_once_cache_limit_bytes": self.download_once_cache_limit,
             "shuffle": [
                 {
                     "epoch": epoch,

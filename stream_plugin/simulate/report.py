@@ -173,7 +173,7 @@ def format_table(simulation: Simulation, *, price_per_gb: float = 0.0) -> str:
                     "cache",
                     f"peak {format_bytes(max(node['peak_cache_bytes'] for node in figures['nodes']))} on a node; "
                     f"cache_limit {'unset' if cache_limit is None else format_bytes(cache_limit)}; smallest "
-                    f"without extra egress {format_bytes(figures['min_cache_limit_bytes'])}",
+                    f"without extra egress {format_bytes(figures['download_once_cache_limit_bytes'])}",
                 ],
             ],
             numbers=False,
@@ -353,7 +353,7 @@ def _plot_cache(axes: Any, simulation: Simulation) -> None:
     nodes = np.arange(len(simulation.node_peak_cache))
     axes.bar(nodes, simulation.node_peak_cache / 2**30, color="tab:green", label="peak occupancy")
     axes.axhline(
-        simulation.min_cache_limit / 2**30,
+        simulation.download_once_cache_limit / 2**30,
         color="black",
         linestyle="--",
         label="smallest limit, no extra egress",
@@ -362,7 +362,7 @@ def _plot_cache(axes: Any, simulation: Simulation) -> None:
     if limit is not None:
         axes.axhline(limit / 2**30, color="tab:red", linestyle=":", label="cache_limit")
     axes.set(title="Cache per node", xlabel="node", ylabel="GiB")
-    tallest = max(simulation.node_peak_cache.max(initial=0), simulation.min_cache_limit, limit or 0)
+    tallest = max(simulation.node_peak_cache.max(initial=0), simulation.download_once_cache_limit, limit or 0)
     _node_axis(axes, nodes, np.array([tallest / 2**30]))
     axes.legend(loc="upper right", fontsize="small", ncols=3)
 

@@ -12,7 +12,7 @@ The search runs the real simulation for each setting, in two stages, so that it 
    evicted and read again is downloaded again; a download ahead of need waits for room), so a setting
    that stalls with the largest cache stalls with a smaller one too.
 2. **Cost.** The ``finalists`` best qualifying settings of stage 1 again with each smaller
-   ``cache_limit`` of the grid, and with the ``min_cache_limit`` their first run reported (the smallest
+   ``cache_limit`` of the grid, and with the ``download_once_cache_limit`` their first run reported (the smallest
    cache that downloads no shard twice: the same egress as no limit, though it may wait for room).
 
 **Cost** is the egress cost: bytes downloaded by every node times ``price_per_gb`` (per 10**9 bytes).
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from stream_plugin.cache import minimum_cache_limit
+from stream_plugin.cache import cache_limit_floor
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.shuffle import default_block_size
 from stream_plugin.simulate.engine import simulate
@@ -119,7 +119,7 @@ class TuneGrid:
             predownloads.add(config.predownload)
         workers = set(WORKER_COUNTS) | {hardware.workers}
         share = int(workload.footprint.sum()) // hardware.nodes
-        floor = smallest_cache_limit(workload, hardware.devices_per_node, max(workers))
+        floor = node_cache_limit_floor(workload, hardware.devices_per_node, max(workers))
         caches: set[int | None] = {None, config.cache_limit}
         caches |= {max(floor, math.ceil(share * fraction)) for fraction in CACHE_FRACTIONS}
         blocks: set[int | None] = {config.shuffle_block_size}
@@ -144,11 +144,11 @@ class TuneGrid:
         return None if None in self.cache_limit else max(v for v in self.cache_limit if v is not None)
 
 
-def smallest_cache_limit(workload: Workload, devices_per_node: int, workers: int) -> int:
+def node_cache_limit_floor(workload: Workload, devices_per_node: int, workers: int) -> int:
     """The smallest ``cache_limit`` the dataset accepts for this many readers on a node (each rank x
-    worker holds two shards, the largest in the worst case; ``cache.minimum_cache_limit``)."""
+    worker holds two shards, the largest in the worst case; ``cache.cache_limit_floor``)."""
     readers = devices_per_node * max(1, workers)
-    return minimum_cache_limit(workload.footprint.tolist(), readers, 2)
+    return cache_limit_floor(workload.footprint.tolist(), readers, 2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,7 +173,7 @@ class Candidate:
             "time_to_first_batch_s": sim.time_to_first_batch,
             "mean_throughput_samples_per_s": sim.mean_throughput,
             "peak_cache_bytes": int(np.max(sim.node_peak_cache)) if len(sim.node_peak_cache) else 0,
-            "min_cache_limit_bytes": sim.min_cache_limit,
+            "download_once_cache_limit_bytes": sim.download_once_cache_limit,
         }
 
 
@@ -241,7 +241,7 @@ def tune(
         search.run(Setting(predownload, workers, grid.largest_cache, block))
     for finalist in [candidate for candidate in search.ranked() if candidate.qualifies][:finalists]:
         smaller = {cache for cache in grid.cache_limit if cache is not None and cache != grid.largest_cache}
-        smaller.add(finalist.simulation.min_cache_limit)
+        smaller.add(finalist.simulation.download_once_cache_limit)
         for cache in sorted(cache for cache in smaller if cache > 0):
             search.run(replace(finalist.setting, cache_limit=cache))
     return TuneResult(tuple(search.ranked()), tuple(search.refused), target_throughput, price_per_gb)
@@ -298,6 +298,6 @@ __all__ = [
     "Setting",
     "TuneGrid",
     "TuneResult",
-    "smallest_cache_limit",
+    "node_cache_limit_floor",
     "tune",
 ]

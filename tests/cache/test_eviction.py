@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_plugin.cache import CacheConfig, ShardCache, minimum_cache_limit, node_stats
+from stream_plugin.cache import CacheConfig, ShardCache, cache_limit_floor, node_stats
 from stream_plugin.cache.eviction import bytes_present
 from stream_plugin.cache.locks import ControlFolder, locked
 from stream_plugin.errors import ConfigError
@@ -144,17 +144,24 @@ def test_local_only_stream_is_never_evicted(make_dataset) -> None:
     assert len(list(dataset.remote.glob("*.zstd"))) == 4
 
 
-def test_minimum_cache_limit_holds_the_largest_shards_of_every_reader() -> None:
-    assert minimum_cache_limit([5, 1, 3, 2], readers=1) == 8
-    assert minimum_cache_limit([5, 1, 3, 2], readers=2) == 11
-    assert minimum_cache_limit([5, 1, 3, 2], readers=1, shards_per_reader=1) == 5
+def test_cache_limit_floor_holds_the_largest_shards_of_every_reader() -> None:
+    assert cache_limit_floor([5, 1, 3, 2], readers=1) == 8
+    assert cache_limit_floor([5, 1, 3, 2], readers=2) == 11
+    assert cache_limit_floor([5, 1, 3, 2], readers=1, shards_per_reader=1) == 5
     with pytest.raises(ConfigError, match="expected readers >= 1"):
-        minimum_cache_limit([1], readers=0)
+        cache_limit_floor([1], readers=0)
 
+
+
+def test_minimum_cache_limit_is_a_deprecated_alias_of_cache_limit_floor() -> None:
+    from stream_plugin.cache import minimum_cache_limit
+
+    with pytest.warns(DeprecationWarning, match=r"minimum_cache_limit is deprecated.*call cache_limit_floor"):
+        assert minimum_cache_limit([5, 1, 3, 2], readers=2) == cache_limit_floor([5, 1, 3, 2], readers=2) == 11
 
 def test_too_small_limit_is_refused_at_start_up_naming_the_smallest_value(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=4)
-    smallest = minimum_cache_limit([e.raw_data.bytes for e in dataset.entries], readers=2)
+    smallest = cache_limit_floor([e.raw_data.bytes for e in dataset.entries], readers=2)
     cache = _cache(local, dataset.remote, cache_limit=smallest - 1)
     with pytest.raises(
         ConfigError, match=rf"expected at least {smallest} bytes .* raise cache_limit to {smallest}"
@@ -181,7 +188,7 @@ def _read_under_limit(local: str, remote: str, limit: int, seed: int) -> None:
 def test_four_processes_under_a_limit_never_exceed_it(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=16, shard_bytes=1000, compression="zstd")
     readers = 4
-    limit = minimum_cache_limit([e.raw_data.bytes for e in dataset.entries], readers=readers)
+    limit = cache_limit_floor([e.raw_data.bytes for e in dataset.entries], readers=readers)
     processes = [
         SPAWN.Process(target=_read_under_limit, args=(str(local), str(dataset.remote), limit, seed))
         for seed in range(readers)

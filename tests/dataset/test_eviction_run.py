@@ -22,7 +22,7 @@ from support.fault_proxy import FaultProxy
 from support.ranks import launch_ranks
 from support.s3_server import CREDENTIALS, S3Bucket, S3Server
 
-from stream_plugin.cache.policy_sim import belady_misses, lru_misses
+from stream_plugin.simulate.ideal_caches import belady_misses, lru_misses
 
 SCRIPT = Path(__file__).with_name("eviction_rank.py")
 REPO = Path(__file__).resolve().parents[2]

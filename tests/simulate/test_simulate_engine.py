@@ -10,12 +10,12 @@ import pytest
 from support.datasets import write_ids
 
 from stream_plugin import Stream, StreamingDataLoader, StreamingDataset
-from stream_plugin.cache.policy_sim import belady_misses, lru_misses
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.batching import BATCHING_METHODS
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.simulate import Hardware, Workload, simulate
 from stream_plugin.simulate.engine import window_steps
+from stream_plugin.simulate.ideal_caches import belady_misses, lru_misses
 from stream_plugin.simulate.reads import Locator, plan_reads
 
 SHARD_BYTES = 1 << 20
@@ -206,10 +206,10 @@ def test_belady_downloads_no_more_than_lru_and_no_fewer_than_the_optimum(
 def test_min_cache_limit_is_the_smallest_limit_that_downloads_nothing_twice() -> None:
     work, hw = workload(predownload=8), hardware(epochs=1)
     unlimited = simulate(work, hw)
-    enough = simulate(workload(predownload=8, cache_limit=unlimited.min_cache_limit), hw)
+    enough = simulate(workload(predownload=8, cache_limit=unlimited.download_once_cache_limit), hw)
     assert enough.node_downloads.tolist() == unlimited.node_downloads.tolist()
-    assert unlimited.min_cache_limit < unlimited.node_peak_cache.max()  # one epoch: read shards can go
-    fewer = simulate(workload(predownload=8, cache_limit=unlimited.min_cache_limit // 2), hw)
+    assert unlimited.download_once_cache_limit < unlimited.node_peak_cache.max()  # one epoch: read shards can go
+    fewer = simulate(workload(predownload=8, cache_limit=unlimited.download_once_cache_limit // 2), hw)
     assert fewer.node_downloads.sum() >= unlimited.node_downloads.sum()
 
 

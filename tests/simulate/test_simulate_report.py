@@ -55,7 +55,7 @@ def fake_simulation(nodes: int = 2, steps: int = 4, cache_limit: int | None = No
         node_bytes=np.full(nodes, 5 * GIB),
         node_downloads=np.arange(nodes) + 5,
         node_peak_cache=np.full(nodes, 3 * GIB),
-        min_cache_limit=2 * GIB,
+        download_once_cache_limit=2 * GIB,
         shuffle=(EpochShuffle(0.9, 0.8, 3.5), EpochShuffle(0.7, 0.6, 2.5)),
         notes=("a note for the reader",),
     )
@@ -100,7 +100,7 @@ def test_the_json_is_the_simulations_summary_with_the_inputs_and_per_step_spread
             {"node": 0, "requests": 5, "throttled": 1, "bytes": 5 * GIB, "downloads": 5, "peak_cache_bytes": 3 * GIB},
             {"node": 1, "requests": 6, "throttled": 1, "bytes": 5 * GIB, "downloads": 6, "peak_cache_bytes": 3 * GIB},
         ],
-        "min_cache_limit_bytes": 2 * GIB,
+        "download_once_cache_limit_bytes": 2 * GIB,
         "shuffle": [
             {"epoch": 0, "spread_median": 0.9, "spread_mean": 0.8, "shards_per_batch": 3.5},
             {"epoch": 1, "spread_median": 0.7, "spread_mean": 0.6, "shards_per_batch": 2.5},

@@ -13,7 +13,7 @@ from stream_plugin.simulate import Hardware, Workload, simulate
 from stream_plugin.simulate.tune import (
     Setting,
     TuneGrid,
-    smallest_cache_limit,
+    node_cache_limit_floor,
     tune,
 )
 
@@ -78,14 +78,14 @@ def test_tune_accepts_a_stalling_setting_that_reaches_the_target_throughput() ->
 
 def test_tune_prefers_the_smallest_cache_that_downloads_no_more() -> None:
     workload, hardware = bandwidth_bound(epochs=2)
-    floor = smallest_cache_limit(workload, devices_per_node=1, workers=1)
+    floor = node_cache_limit_floor(workload, devices_per_node=1, workers=1)
     result = tune(
         workload, hardware, price_per_gb=0.1, grid=grid(predownload=(80,), cache_limit=(floor, None))
     )
     assert result.best is not None
     best, unlimited = result.best, next(c for c in result.candidates if c.setting.cache_limit is None)
     # Epoch 2 reads shards 0..7 again after shard 7: only a cache of all 8 downloads each once.
-    assert best.setting.cache_limit == unlimited.simulation.min_cache_limit == 8 * SHARD_BYTES
+    assert best.setting.cache_limit == unlimited.simulation.download_once_cache_limit == 8 * SHARD_BYTES
     assert best.simulation.egress_bytes == unlimited.simulation.egress_bytes == 8 * SHARD_BYTES
     smallest = next(c for c in result.candidates if c.setting.cache_limit == floor)
     assert smallest.simulation.egress_bytes > best.simulation.egress_bytes
@@ -97,7 +97,7 @@ def test_tune_tries_the_reported_minimum_cache_of_a_qualifying_setting_only() ->
     result = tune(workload, hardware, grid=grid(predownload=(10, 80)))
     unlimited = next(c for c in result.candidates if c.setting == Setting(80, 1, None, None))
     tried = {c.setting.cache_limit for c in result.candidates if c.setting.predownload == 80}
-    assert tried == {unlimited.simulation.min_cache_limit, None}
+    assert tried == {unlimited.simulation.download_once_cache_limit, None}
     assert [c.setting.cache_limit for c in result.candidates if c.setting.predownload == 10] == [None]
 
 
@@ -121,7 +121,7 @@ def test_tune_breaks_ties_with_fewer_workers_then_smaller_predownload() -> None:
 def test_tune_ranks_a_smaller_cache_with_the_same_egress_first() -> None:
     workload, hardware = bandwidth_bound(epochs=2)
     result = tune(workload, hardware, grid=grid(predownload=(80,), cache_limit=(16 * SHARD_BYTES, None)))
-    # 8 shards: the reported min_cache_limit of two epochs read in order, tried in stage 2.
+    # 8 shards: the reported download_once_cache_limit of two epochs read in order, tried in stage 2.
     assert [c.setting.cache_limit for c in result.candidates] == [8 * SHARD_BYTES, 16 * SHARD_BYTES, None]
     assert all(c.qualifies and c.simulation.egress_bytes == 8 * SHARD_BYTES for c in result.candidates)
 
@@ -164,7 +164,7 @@ def test_tune_grid_for_workload_is_derived_from_the_batch_the_share_and_the_bloc
     found = TuneGrid.for_workload(workload, hardware)
     assert found.predownload == (32, 128, 512)
     assert found.num_workers == (1, 2, 3, 4, 8)
-    floor = smallest_cache_limit(workload, devices_per_node=1, workers=8)
+    floor = node_cache_limit_floor(workload, devices_per_node=1, workers=8)
     assert floor == 16 * SHARD_BYTES  # 8 readers x 2 shards
     # The node's share (32 shards), half of it, a quarter raised to the floor, the configured 40, no limit.
     assert found.cache_limit == (16 * SHARD_BYTES, 32 * SHARD_BYTES, 40 * SHARD_BYTES, None)

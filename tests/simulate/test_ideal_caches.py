@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stream_plugin.cache.policy_sim import belady_misses, lru_misses
 from stream_plugin.errors import ConfigError
+from stream_plugin.simulate.ideal_caches import belady_misses, lru_misses
 
 # The textbook page-reference string: with 3 frames LRU faults 10 times, the optimum 7 times.
 TEXTBOOK = [1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5]
