@@ -35,6 +35,7 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, redact_url
 from stream_plugin.storage.base import (
+    ObjectInfo,
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     ThrottledError,
@@ -262,13 +263,31 @@ class AzureStore:
 
     def identity(self, key: str, *, timeout: float | None = None) -> str | None:
         """ETag and last-modified time of the blob: they change whenever it is rewritten."""
+        return self.object_info(key, timeout=timeout).identity
+
+    def object_info(self, key: str, *, timeout: float | None = None) -> ObjectInfo:
+        """The blob's size and ``identity`` (one properties request)."""
         full_key = self.full_key(key)
         with self._mapped_errors(full_key, "check"):
             properties = self.client().get_blob_client(full_key).get_blob_properties(**self._timeouts(timeout))
         etag, modified = properties.etag, properties.last_modified
-        if etag is None and modified is None:
-            return None
-        return f"etag={etag} modified={modified.isoformat() if modified is not None else None}"
+        identity = None
+        if etag is not None or modified is not None:
+            identity = f"etag={etag} modified={modified.isoformat() if modified is not None else None}"
+        return ObjectInfo(int(properties.size), identity)
+
+    def read_range(self, key: str, start: int, end: int, *, timeout: float | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the blob (one ranged GET); another length is transient."""
+        if end <= start:
+            return b""
+        full_key = self.full_key(key)
+        with self._mapped_errors(full_key, "read"):
+            stream = self.client().download_blob(
+                full_key, offset=start, length=end - start, max_concurrency=1, **self._timeouts(timeout)
+            )
+            data: bytes = stream.readall()
+        check_complete(f"{self._describe(full_key)} [{start}, {end})", end - start, len(data))
+        return data
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix``, relative to the store root, sorted."""

@@ -23,6 +23,7 @@ from fsspec.registry import known_implementations
 from stream_plugin.errors import ConfigError, MissingDependencyError, StorageError
 from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import (
+    ObjectInfo,
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     ThrottledError,
@@ -181,12 +182,32 @@ class FsspecStore:
     def identity(self, key: str, *, timeout: float | None = None) -> str | None:
         """What ``info()`` reports that changes on a rewrite (generation, ETag, modification time); None
         when the filesystem reports none of them (plain HTTP servers often do not)."""
+        return self.object_info(key, timeout=timeout).identity
+
+    def object_info(self, key: str, *, timeout: float | None = None) -> ObjectInfo:
+        """The file's size and ``identity``, from one ``info()``."""
         fs, _ = self.filesystem()
         path = self.path_of(key)
         with self._mapped_errors(path, "check"):
             info = fs.info(path)
+        if info.get("size") is None:
+            raise StorageError(
+                f"Expected a size in {self.protocol}://{path}'s info(), found none; ranged reads need it: use a "
+                f"filesystem that reports sizes."
+            )
         found = [f"{name}={info[name]}" for name in IDENTITY_FIELDS if info.get(name) is not None]
-        return " ".join(found) or None
+        return ObjectInfo(int(info["size"]), " ".join(found) or None)
+
+    def read_range(self, key: str, start: int, end: int, *, timeout: float | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the file (``cat_file`` with ``start``/``end``); another length is transient."""
+        if end <= start:
+            return b""
+        fs, _ = self.filesystem()
+        path = self.path_of(key)
+        with self._mapped_errors(path, "read"):
+            data: bytes = fs.cat_file(path, start=start, end=end)
+        check_complete(f"{self.protocol}://{path} [{start}, {end})", end - start, len(data))
+        return data
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix``, relative to the store root, sorted."""

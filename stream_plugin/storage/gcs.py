@@ -30,6 +30,7 @@ from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
 from stream_plugin.errors import StorageError
 from stream_plugin.redaction import redact_url
 from stream_plugin.storage.base import (
+    ObjectInfo,
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     ThrottledError,
@@ -260,11 +261,29 @@ class GcsStore:
 
     def identity(self, key: str, *, timeout: float | None = None) -> str | None:
         """The object's generation: GCS gives every write of an object a new one."""
+        return self.object_info(key, timeout=timeout).identity
+
+    def object_info(self, key: str, *, timeout: float | None = None) -> ObjectInfo:
+        """The object's size and generation (one metadata request)."""
         full_key = self.full_key(key)
         blob = self.bucket().blob(full_key)
         with self._mapped_errors(full_key, "check"):
             blob.reload(retry=None, **self._timeout(timeout))
-        return None if blob.generation is None else f"generation={blob.generation}"
+        identity = None if blob.generation is None else f"generation={blob.generation}"
+        return ObjectInfo(int(blob.size or 0), identity)
+
+    def read_range(self, key: str, start: int, end: int, *, timeout: float | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the object (one ranged GET); another length is transient."""
+        if end <= start:
+            return b""
+        full_key = self.full_key(key)
+        blob = self.bucket().blob(full_key)
+        with self._mapped_errors(full_key, "read"):
+            data: bytes = blob.download_as_bytes(
+                start=start, end=end - 1, checksum=None, retry=None, **self._timeout(timeout)
+            )
+        check_complete(f"{self._describe(full_key)} [{start}, {end})", end - start, len(data))
+        return data
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix``, relative to the store root, sorted."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -29,6 +29,7 @@ from urllib3.exceptions import MaxRetryError
 from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, redact_url
 from stream_plugin.storage.base import (
+    ObjectInfo,
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     ThrottledError,
@@ -59,6 +60,14 @@ class _Status(Exception):
 def is_throttling(code: int, wait: float | None) -> bool:
     """429, or a 503 that names a wait (``Retry-After`` / ``RateLimit``): the store's rate limit."""
     return code == 429 or (code == 503 and wait is not None)
+
+
+def header_identity(headers: Mapping[str, str]) -> str | None:
+    """An object's identity from an answer's headers: ``ETag`` and ``Last-Modified``; None without both."""
+    etag, modified = headers.get("ETag"), headers.get("Last-Modified")
+    if etag is None and modified is None:
+        return None
+    return f"etag={etag} modified={modified}"
 
 
 def split_credentials(url: str) -> tuple[str, str, str | None]:
@@ -148,14 +157,16 @@ class HttpStore:
             ) from error
 
     @contextmanager
-    def _response(self, url: str, method: str, timeout: float | None) -> Iterator[Any]:
+    def _response(
+        self, url: str, method: str, timeout: float | None, headers: Mapping[str, str] | None = None
+    ) -> Iterator[Any]:
         """Send one request; an error status raises ``_Status``. The connection goes back to the pool,
         read to the end first (an error's body too: a kept-alive connection with an unread answer
         would fail the next request sent on it)."""
         response = self._pool().request(
             method,
             url,
-            headers=self.headers,
+            headers=self.headers if headers is None else {**self.headers, **headers},
             timeout=urllib3.Timeout(connect=timeout, read=timeout),
             preload_content=False,
         )
@@ -222,10 +233,39 @@ class HttpStore:
         """``ETag`` and ``Last-Modified`` from a HEAD; None when the server sends neither."""
         url = self.url_of(key)
         with self._mapped_errors(url, "check"), self._response(url, "HEAD", timeout) as response:
-            etag, modified = response.headers.get("ETag"), response.headers.get("Last-Modified")
-        if etag is None and modified is None:
-            return None
-        return f"etag={etag} modified={modified}"
+            return header_identity(response.headers)
+
+    def object_info(self, key: str, *, timeout: float | None = None) -> ObjectInfo:
+        """The object's size (``Content-Length``) and ``identity`` from one HEAD."""
+        url = self.url_of(key)
+        with self._mapped_errors(url, "check"), self._response(url, "HEAD", timeout) as response:
+            length = response.headers.get("Content-Length")
+            identity = header_identity(response.headers)
+        if length is None:
+            raise StorageError(
+                f"Expected a Content-Length in the answer to HEAD {url}, found none; ranged reads need the "
+                f"object's size: serve the file from a server that sends it (any static file server does)."
+            )
+        return ObjectInfo(int(length), identity)
+
+    def read_range(self, key: str, start: int, end: int, *, timeout: float | None = None) -> bytes:
+        """Bytes ``[start, end)`` (one GET with ``Range``); a body of another length is transient, and a
+        server that ignores ``Range`` (200 with the whole object) is refused."""
+        if end <= start:
+            return b""
+        url = self.url_of(key)
+        wanted = {"Range": f"bytes={start}-{end - 1}"}
+        with self._mapped_errors(url, "read"), self._response(url, "GET", timeout, wanted) as response:
+            whole = response.status == 200 and start == 0 and response.headers.get("Content-Length") == str(end)
+            if response.status != 206 and not whole:
+                response.close()  # the whole object may follow: drop the connection rather than read it
+                raise StorageError(
+                    f"Expected HTTP 206 (Partial Content) to a ranged GET of {url}, found HTTP {response.status}: "
+                    f"the server ignores Range headers; serve the files from a server that supports them."
+                )
+            data: bytes = response.read()
+        check_complete(f"{url} [{start}, {end})", end - start, len(data))
+        return data
 
     def list(self, prefix: str = "") -> list[str]:
         """Always fails: HTTP servers have no standard listing."""

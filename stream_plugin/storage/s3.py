@@ -29,6 +29,7 @@ from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.gc_pause import collection_paused
 from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, redact_url
 from stream_plugin.storage.base import (
+    ObjectInfo,
     RemoteAccessDeniedError,
     RemoteNotFoundError,
     ThrottledError,
@@ -131,6 +132,15 @@ def one_name(name: str, ours: str | None, boto3_form: str | None) -> str | None:
             f"setting, so pass one of them."
         )
     return ours if ours is not None else boto3_form
+
+
+def head_identity(head: Mapping[str, Any]) -> str | None:
+    """The identity of an object from a HEAD (or GET) answer: ETag, last-modified time and version id."""
+    etag, modified, version = head.get("ETag"), head.get("LastModified"), head.get("VersionId")
+    if etag is None and modified is None and version is None:
+        return None
+    stamp = modified.isoformat() if modified is not None else None
+    return f"etag={etag} modified={stamp} version={version}"
 
 
 class S3Store:
@@ -401,14 +411,27 @@ class S3Store:
 
     def identity(self, key: str, *, timeout: float | None = None) -> str | None:
         """ETag and last-modified time of the object (HEAD): they change whenever it is rewritten."""
+        return self.object_info(key, timeout=timeout).identity
+
+    def object_info(self, key: str, *, timeout: float | None = None) -> ObjectInfo:
+        """The object's size and ``identity`` from one HEAD."""
         full_key = self.full_key(key)
         with self._mapped_errors(full_key, "check"):
             head = self.client(timeout).head_object(Bucket=self.bucket, Key=full_key)
-        etag, modified, version = head.get("ETag"), head.get("LastModified"), head.get("VersionId")
-        if etag is None and modified is None and version is None:
-            return None
-        stamp = modified.isoformat() if modified is not None else None
-        return f"etag={etag} modified={stamp} version={version}"
+        return ObjectInfo(int(head["ContentLength"]), head_identity(head))
+
+    def read_range(self, key: str, start: int, end: int, *, timeout: float | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the object (one GET with ``Range``); another length is transient."""
+        if end <= start:
+            return b""
+        full_key = self.full_key(key)
+        with self._mapped_errors(full_key, "read"):
+            response = self.client(timeout).get_object(
+                Bucket=self.bucket, Key=full_key, Range=f"bytes={start}-{end - 1}"
+            )
+            data: bytes = response["Body"].read()
+        check_complete(f"{self._describe(full_key)} [{start}, {end})", end - start, len(data))
+        return data
 
     def delete(self, key: str) -> None:
         """Remove the object; a missing object is not an error (S3 semantics)."""
