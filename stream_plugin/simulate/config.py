@@ -1,16 +1,14 @@
 """``stream-plugin simulate``'s inputs: a CONFIG file read into a ``Workload``, and options into ``Hardware``.
 
-CONFIG is one of four shapes, told apart by their top-level keys (YAML or JSON):
+CONFIG is one of these shapes, told apart by their top-level keys (YAML or JSON):
 
 - the dataset's arguments, as ``StreamingDataset`` takes them (``remote``/``local``/``split`` or
   ``streams``, ``batch_size``, ``shuffle``, ``cache_limit``, ...); or an ``index.json``, a folder that
   holds one, or a URL of one (CONFIG itself is then the one stream);
 - ``synthetic``: a shape without data (``shards``, ``samples_per_shard``, ``raw_bytes_per_shard``,
   ``stored_bytes_per_shard``), beside the same dataset settings;
-- a LightningCLI YAML whose ``data`` is our ``StreamingDataModule`` (``trainer`` gives nodes, devices
-  and epochs);
-- an llm-foundry YAML whose ``train_loader`` is ours (``name: stream_plugin``; ``max_duration``,
-  ``global_train_batch_size``).
+- a training framework's YAML, read by the reader that claims it (``config_readers``: a LightningCLI
+  YAML whose ``data`` is our ``StreamingDataModule``, an llm-foundry YAML whose ``train_loader`` is ours).
 
 Every shard's size comes from its stream's ``index.json`` (only that file is read, never a shard). The
 option names and defaults are ``DatasetConfig``'s and ``Hardware``'s own; ``OPTIONS`` is the one table of
@@ -24,7 +22,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,28 +36,25 @@ from stream_plugin.order.data_parallel import DATA_PARALLEL_DIM_NAMES
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
+from stream_plugin.simulate.config_readers import reader_for
 from stream_plugin.simulate.model import Hardware, Workload
 from stream_plugin.simulate.reads import epoch_steps
+from stream_plugin.simulate.run_config import (
+    DATASET_KEYS,
+    DOWNLOAD_KEYS,
+    OPTION_KEYS,
+    STREAM_KEYS,
+    RunConfig,
+    as_mapping,
+    check_keys,
+)
 from stream_plugin.units import parse_bytes, parse_count
 
-ConfigKind = Literal["dataset", "synthetic", "lightning", "llm-foundry"]
-
-# The dataset's arguments a CONFIG may hold, read from the classes that define them: the options of
-# DatasetConfig, the download defaults of DownloadSettings, and where the data is (Stream's own).
-OPTION_KEYS: tuple[str, ...] = tuple(item.name for item in fields(DatasetConfig))
-DOWNLOAD_KEYS: tuple[str, ...] = tuple(item.name for item in fields(DownloadSettings))
-STREAM_KEYS: tuple[str, ...] = tuple(
-    name for name in inspect.signature(Stream.__init__).parameters if name != "self"
-)
-LOCATION_KEYS: tuple[str, ...] = ("streams", "remote", "local", "split", "storage_options")
-DATASET_KEYS: tuple[str, ...] = (*LOCATION_KEYS, *DOWNLOAD_KEYS, *OPTION_KEYS)
 SYNTHETIC_KEYS: tuple[str, ...] = tuple(
     name
     for name, parameter in inspect.signature(Workload.synthetic).parameters.items()
     if parameter.kind is parameter.KEYWORD_ONLY and name not in ("config", "keep_zip")
 )
-# Keys the integrations' specs add to the dataset's arguments that do not change what is read.
-_SPEC_ONLY_KEYS = ("stream_name", "stream_config", "transform")
 
 
 # ---------------------------------------------------------------------------------------- options
@@ -192,19 +187,6 @@ def read_options(given: Mapping[str, str | None]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------- CONFIG files
-@dataclass(frozen=True)
-class RunConfig:
-    """A CONFIG read: the dataset's arguments, and what the file says of the hardware and the run."""
-
-    kind: ConfigKind
-    source: str  # the file (or "CONFIG" for a mapping), for messages
-    dataset: Mapping[str, Any]  # StreamingDataset arguments, streams as mappings
-    synthetic: Mapping[str, Any] | None = None
-    global_batch_size: int | None = None
-    hardware: Mapping[str, Any] = field(default_factory=dict)  # Hardware fields the file sets
-    max_duration: str | None = None
-
-
 def _load_text(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
@@ -260,24 +242,8 @@ def _interpolate(value: Any, root: Mapping[str, Any]) -> Any:
     return _REFERENCE.sub(lambda match: str(lookup(match.group(1))), value)
 
 
-def _check_keys(where: str, given: Mapping[str, Any], allowed: Sequence[str]) -> None:
-    unknown = sorted(set(given) - set(allowed))
-    if unknown:
-        raise ConfigError(
-            f"{where}: expected keys among {sorted(allowed)}, found unknown {unknown}; fix the spelling or remove them"
-        )
-
-
-def _mapping(where: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(
-            f"{where}: expected a mapping of keys to values, found {type(value).__name__} {value!r}"
-        )
-    return value
-
-
 def read_config(source: str | Path | Mapping[str, Any]) -> RunConfig:
-    """Read CONFIG: a YAML/JSON file of one of the four shapes, an ``index.json``, a dataset folder or URL."""
+    """Read CONFIG: a YAML/JSON file of a shape above, an ``index.json``, a dataset folder or URL."""
     if isinstance(source, Mapping):
         return _classify(dict(source), "CONFIG")
     text = str(source)
@@ -288,103 +254,22 @@ def read_config(source: str | Path | Mapping[str, Any]) -> RunConfig:
         folder = path if path.is_dir() else path.parent
         return RunConfig(kind="dataset", source=text, dataset={"local": str(folder)})
     document = _load_text(path)
-    return _classify(dict(_mapping(text, document)), text)
+    return _classify(dict(as_mapping(text, document)), text)
 
 
 def _classify(document: dict[str, Any], source: str) -> RunConfig:
     document = _interpolate(document, document)
-    if "train_loader" in document:
-        return _llm_foundry(document, source)
-    if "data" in document or "trainer" in document:
-        return _lightning(document, source)
+    reader = reader_for(document)  # a training framework's YAML (config_readers)
+    if reader is not None:
+        return reader.read(document, source)
     if "synthetic" in document:
         settings = {key: value for key, value in document.items() if key != "synthetic"}
-        _check_keys(source, settings, (*DOWNLOAD_KEYS, *OPTION_KEYS, "synthetic"))
-        shape = _mapping(f"{source}: synthetic", document["synthetic"])
-        _check_keys(f"{source}: synthetic", shape, SYNTHETIC_KEYS)
+        check_keys(source, settings, (*DOWNLOAD_KEYS, *OPTION_KEYS, "synthetic"))
+        shape = as_mapping(f"{source}: synthetic", document["synthetic"])
+        check_keys(f"{source}: synthetic", shape, SYNTHETIC_KEYS)
         return RunConfig(kind="synthetic", source=source, dataset=settings, synthetic=shape)
-    _check_keys(source, document, DATASET_KEYS)
+    check_keys(source, document, DATASET_KEYS)
     return RunConfig(kind="dataset", source=source, dataset=document)
-
-
-def _lightning(document: Mapping[str, Any], source: str) -> RunConfig:
-    data = _mapping(f"{source}: data", document.get("data"))
-    arguments = _mapping(f"{source}: data.init_args", data.get("init_args", data))
-    if arguments.get("train") is None:
-        raise ConfigError(
-            f"{source}: expected data.init_args.train (StreamingDataModule's training data), found none; "
-            "simulate reads the training split"
-        )
-    train = dict(_mapping(f"{source}: data.init_args.train", arguments["train"]))
-    _check_keys(f"{source}: data.init_args.train", train, (*DATASET_KEYS, *_SPEC_ONLY_KEYS))
-    for key in _SPEC_ONLY_KEYS:
-        train.pop(key, None)
-    for key in ("batch_size", "drop_last"):
-        if arguments.get(key) is not None:
-            train[key] = arguments[key]
-    trainer = _mapping(f"{source}: trainer", document.get("trainer") or {})
-    hardware: dict[str, Any] = {}
-    if trainer.get("num_nodes") is not None:
-        hardware["nodes"] = trainer["num_nodes"]
-    devices = trainer.get("devices")
-    if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
-        hardware["devices_per_node"] = devices
-    elif isinstance(devices, list) and devices:  # device ids
-        hardware["devices_per_node"] = len(devices)
-    for ours, theirs in (("workers", "num_workers"), ("prefetch_factor", "prefetch_factor")):
-        if arguments.get(theirs) is not None:
-            hardware[ours] = arguments[theirs]
-    duration = None
-    if trainer.get("max_steps") not in (None, -1):
-        duration = f"{trainer['max_steps']}ba"
-    elif trainer.get("max_epochs") not in (None, -1):
-        duration = f"{trainer['max_epochs']}ep"
-    return RunConfig(
-        kind="lightning",
-        source=source,
-        dataset=train,
-        global_batch_size=arguments.get("global_batch_size"),
-        hardware=hardware,
-        max_duration=duration,
-    )
-
-
-def _llm_foundry(document: Mapping[str, Any], source: str) -> RunConfig:
-    loader = _mapping(f"{source}: train_loader", document["train_loader"])
-    if loader.get("name") != "stream_plugin":
-        raise ConfigError(
-            f"{source}: expected train_loader.name: stream_plugin (our loader), found {loader.get('name')!r}; "
-            "change the name (every dataset key keeps its meaning)"
-        )
-    dataset = dict(_mapping(f"{source}: train_loader.dataset", loader.get("dataset")))
-    # Read from the text dataset's signature (which imports torch): only for an llm-foundry CONFIG, so the
-    # CLI starts without torch.
-    from stream_plugin.text.loader_keys import TEXT_KEYS
-
-    _check_keys(f"{source}: train_loader.dataset", dataset, (*DATASET_KEYS, *_SPEC_ONLY_KEYS, *TEXT_KEYS))
-    for key in (*_SPEC_ONLY_KEYS, *TEXT_KEYS):
-        dataset.pop(key, None)
-    if isinstance(dataset.get("streams"), Mapping):  # llm-foundry names its streams
-        dataset["streams"] = list(dataset["streams"].values())
-    if loader.get("drop_last") is not None:
-        dataset["drop_last"] = loader["drop_last"]
-    if document.get("device_train_batch_size") is not None:
-        dataset["batch_size"] = document["device_train_batch_size"]
-    hardware: dict[str, Any] = {}
-    for ours, theirs in (("workers", "num_workers"), ("prefetch_factor", "prefetch_factor")):
-        if loader.get(theirs) is not None:
-            hardware[ours] = loader[theirs]
-    if loader.get("num_workers") and loader.get("prefetch_factor") is None:
-        hardware["prefetch_factor"] = 2  # llm-foundry's default, and torch's
-    duration = document.get("max_duration")
-    return RunConfig(
-        kind="llm-foundry",
-        source=source,
-        dataset=dataset,
-        global_batch_size=document.get("global_train_batch_size"),
-        hardware=hardware,
-        max_duration=None if duration is None else str(duration),
-    )
 
 
 # ---------------------------------------------------------------------------------------- the workload
@@ -414,8 +299,7 @@ def _per_device(
     if global_size is None:
         return None
     global_size = parse_count(global_size, name="global_batch_size")
-    # llm-foundry divides by the world size; the DataModule by the data-parallel ranks.
-    if run.kind == "llm-foundry":
+    if run.global_batch_over == "world":
         ranks = world_size
     elif data_parallel_size is not None:
         ranks = data_parallel_size
@@ -462,7 +346,7 @@ def _streams(arguments: Mapping[str, Any]) -> list[Stream]:
     if given is not None:
         streams = []
         for number, stream in enumerate(given):
-            _check_keys(f"streams[{number}]", _mapping(f"streams[{number}]", stream), STREAM_KEYS)
+            check_keys(f"streams[{number}]", as_mapping(f"streams[{number}]", stream), STREAM_KEYS)
             streams.append(Stream(**stream))
     defaults = {key: arguments.get(key) for key in ("remote", "local", "split", *DOWNLOAD_KEYS)}
     config = {"storage_options": arguments["storage_options"]} if arguments.get("storage_options") else None
