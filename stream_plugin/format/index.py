@@ -27,7 +27,7 @@ from stream_plugin.gc_pause import collection_paused
 
 INDEX_BASENAME = "index.json"
 INDEX_VERSION = 2
-SHARD_FORMATS = ("mds", "json", "csv", "tsv", "xsv")
+SHARD_FORMATS = ("mds", "json", "csv", "tsv", "xsv", "parquet")
 _REQUIRED_KEYS = ("format", "samples", "raw_data")
 # No shard file is plausibly larger than this (MDS offsets are uint32; 1 TiB leaves room for every
 # format); a larger size is corruption or an attack, refused before any arithmetic trusts it.
@@ -148,7 +148,9 @@ def parse_shard_entry(entry: object, *, source: str) -> ShardEntry:
         raise IndexFormatError(f"{source}: expected raw_data to describe the shard file, found null")
     raw_meta = _file_info(entry.get("raw_meta"), source=source, what="raw_meta")
     raw_bytes = raw_data.bytes + (raw_meta.bytes if raw_meta is not None else 0)
-    if samples > raw_bytes:  # every format spends at least one byte (an offset, a newline) per sample
+    # Every format but Parquet spends at least one byte (an offset, a newline) per sample; a Parquet
+    # column chunk encodes a million equal values in a few bytes.
+    if samples > raw_bytes and shard_format != "parquet":
         raise IndexFormatError(
             f"{source}: expected samples to be at most the {raw_bytes} raw bytes of the shard (every sample "
             f"takes at least one byte), found {samples}; the index is corrupt, regenerate it"

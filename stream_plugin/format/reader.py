@@ -55,6 +55,10 @@ def open_shard(
         return MDSShardReader(entry, folder, allow_unsafe_types=allow_unsafe_types)
     if entry.format == "json":
         return JSONShardReader(entry, folder)
+    if entry.format == "parquet":
+        from stream_plugin.parquet.reader import ParquetShardReader  # pyarrow, imported for Parquet only
+
+        return ParquetShardReader(entry, folder)
     return XSVShardReader(entry, folder)
 
 

@@ -110,6 +110,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
     download waits out a store that throttles (429, S3 SlowDown) before it fails; throttling never
     counts against ``download_retry`` (``docs/storage.md``). A ``Stream`` may set its own.
 
+    ``columns`` (Parquet streams, ``docs/parquet.md``): read only these columns, and download only
+    their bytes; a ``Stream`` may set its own.
+
     Another is ``storage_options``, for the single-stream form (``remote=``): options of the remote's
     store (an endpoint, credentials); with ``streams=``, give each ``Stream`` its own.
 
@@ -137,6 +140,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         validate_hash: str | None = DOWNLOAD_DEFAULTS.validate_hash,
         keep_zip: bool = DOWNLOAD_DEFAULTS.keep_zip,
         throttle_deadline: float | None = None,
+        columns: Sequence[str] | None = None,
         epoch_size: int | str | None = DEFAULTS.epoch_size,
         predownload: int | None = DEFAULTS.predownload,
         cache_limit: int | str | None = DEFAULTS.cache_limit,
@@ -166,7 +170,14 @@ class StreamingDataset(MosaicNames, IterableDataset):
         downloads = {name: given[name] for name in _DOWNLOAD_ARGUMENTS}
         self.streams = build_streams(
             streams,
-            defaults={"remote": remote, "local": local, "split": split, "throttle_deadline": throttle_deadline, **downloads},
+            defaults={
+                "remote": remote,
+                "local": local,
+                "split": split,
+                "throttle_deadline": throttle_deadline,
+                **downloads,
+                **({"columns": columns} if columns is not None else {}),
+            },
             stream_name=stream_name,
             stream_config=stream_config,
             storage_options=storage_options,

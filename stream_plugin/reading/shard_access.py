@@ -20,6 +20,9 @@ from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
 from stream_plugin.cache.future import NodeFuture
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.reader import ShardReader, open_shard
+from stream_plugin.parquet.download import ParquetShardStore
+from stream_plugin.parquet.entries import ReadView
+from stream_plugin.parquet.streams import shard_store
 from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.storage import ObjectStore
 
@@ -34,13 +37,22 @@ class StreamCacheSpec:
     config: CacheConfig
     remote: str | None
     store_options: tuple[tuple[str, Any], ...] = ()  # the stream's storage_options, as pairs
+    parquet: ReadView | None = None  # a Parquet stream's view: its shards are byte ranges of the data
 
     def open_store(self) -> ObjectStore | None:
         if self.remote is None:
             return None
         from stream_plugin.storage import open_store
 
-        return open_store(self.remote, **dict(self.store_options))
+        return self.for_stream(open_store(self.remote, **dict(self.store_options)))
+
+    def for_stream(self, store: ObjectStore | None) -> ObjectStore | None:
+        """``store`` (the remote's) as this stream's cache downloads through it."""
+        if self.parquet is None or store is None or isinstance(store, ParquetShardStore):
+            return store
+        from stream_plugin.storage import open_store
+
+        return shard_store(store, self.config.local, self.parquet, open_store)
 
     def open(self, stats: CacheStats, store: ObjectStore | None = None) -> ShardCache:
         """This stream's cache; pass ``store`` to reuse one this process already opened."""

@@ -16,6 +16,8 @@ from stream_plugin.errors import ConfigError, EmptyStreamError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry
 from stream_plugin.format.index_columns import ConcatenatedEntries
 from stream_plugin.format.mds import columns_for_entry, refuse_unsafe
+from stream_plugin.parquet.entries import ReadView
+from stream_plugin.parquet.streams import parquet_view
 from stream_plugin.reading.shard_access import StreamCacheSpec
 from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.storage import ObjectStore
@@ -66,6 +68,7 @@ def open_streams(
     configs: list[CacheConfig] = []
     indexes: list[OpenedIndex] = []
     stores: list[ObjectStore | None] = []
+    views: list[ReadView | None] = []  # each Parquet stream's view of its shards (None: not Parquet)
     locals_seen: dict[str, int] = {}
     for number, stream in enumerate(streams):
         settings = stream.download_settings(defaults)
@@ -88,8 +91,19 @@ def open_streams(
         )
         spec = StreamCacheSpec(config=config, remote=stream.remote_dir, store_options=_pairs(stream))
         store = spec.open_store()
-        stores.append(store)
         index = spec.open(CacheStats(), store).opened_index()
+        parquet = parquet_view(
+            index,
+            columns=stream.columns,
+            local_only=stream.local_dir if stream.remote_dir is None else None,
+            source=str(Path(stream.local_dir) / INDEX_BASENAME),
+        )
+        if parquet is not None:
+            index, view = parquet
+            spec = replace(spec, parquet=view)
+            store = spec.for_stream(store)
+        views.append(None if parquet is None else parquet[1])
+        stores.append(store)
         if not index.columns.samples.any():
             raise EmptyStreamError(
                 f"{Path(stream.local_dir) / INDEX_BASENAME}: expected a stream with at least one sample, found "
@@ -103,9 +117,12 @@ def open_streams(
     shares = _limit_shares(cache_limit, streams, sizes)
     specs = [
         StreamCacheSpec(
-            config=replace(config, cache_limit=share), remote=stream.remote_dir, store_options=_pairs(stream)
+            config=replace(config, cache_limit=share),
+            remote=stream.remote_dir,
+            store_options=_pairs(stream),
+            parquet=view,
         )
-        for config, share, stream in zip(configs, shares, streams)
+        for config, share, stream, view in zip(configs, shares, streams, views)
     ]
     return stores, OpenedStreams(
         cache_specs=specs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -38,6 +38,17 @@ def default_local(remote: str | None, split: str) -> str:
     return os.path.join(tempfile.gettempdir(), digest, split)
 
 
+def _checked_columns(columns: Sequence[str] | None) -> tuple[str, ...] | None:
+    if columns is None:
+        return None
+    if isinstance(columns, str) or not columns or not all(isinstance(name, str) for name in columns):
+        raise ConfigError(
+            f"Stream: expected columns to be a non-empty list of Parquet column names or None, found {columns!r}; "
+            "pass e.g. columns=['text', 'label'], or None for every column"
+        )
+    return tuple(columns)
+
+
 class Stream:
     """A data source, with the same arguments and meaning as MosaicML Streaming 0.13's ``Stream``.
 
@@ -47,7 +58,8 @@ class Stream:
     store (``open_store(remote, **storage_options)``): an endpoint, credentials, a requester-pays
     project, so that two streams can live in two accounts or clouds. ``throttle_deadline`` (seconds,
     default 15 minutes) bounds how long one download may be refused by a throttling store (429,
-    ``SlowDown``) before it fails; throttling never uses up ``download_retry``.
+    ``SlowDown``) before it fails; throttling never uses up ``download_retry``. ``columns`` (a Parquet
+    stream's, see ``docs/parquet.md``) reads only those columns and downloads only their bytes.
     """
 
     def __init__(
@@ -65,6 +77,7 @@ class Stream:
         keep_zip: bool | None = None,
         storage_options: Mapping[str, Any] | None = None,
         throttle_deadline: float | None = None,
+        columns: Sequence[str] | None = None,
     ) -> None:
         if remote is None and local is None:
             raise ConfigError(
@@ -91,6 +104,7 @@ class Stream:
                 f"store), found {throttle_deadline!r}; pass None for the default, {DEFAULT_THROTTLE_DEADLINE:g}s"
             )
         self._throttle_deadline = throttle_deadline
+        self._columns = _checked_columns(columns)
 
     @property
     def local_dir(self) -> str:
@@ -121,6 +135,8 @@ class Stream:
         for name in (*_DOWNLOAD_NAMES, "throttle_deadline"):
             if getattr(self, f"_{name}") is None:
                 setattr(self, f"_{name}", default.get(name))
+        if self._columns is None:
+            self._columns = _checked_columns(default.get("columns"))
 
     @property
     def download_retry(self) -> int | None:
@@ -141,6 +157,11 @@ class Stream:
     def keep_zip(self) -> bool | None:
         """The given ``keep_zip`` (None: the dataset's default)."""
         return self._keep_zip
+
+    @property
+    def columns(self) -> tuple[str, ...] | None:
+        """The Parquet columns this stream reads (None: all); only those columns' bytes are downloaded."""
+        return self._columns
 
     @property
     def throttle_deadline(self) -> float:

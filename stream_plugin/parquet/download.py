@@ -1,0 +1,127 @@
+"""The store a Parquet stream's cache is given: a shard's download fetches its byte ranges.
+
+The cache downloads a shard by its index basename and verifies the local file's size, as for any
+shard. ``ParquetShardStore`` answers that download by reading, from the data source, the file's
+footer and the column chunks of the shard's row groups (and columns), written back to back and
+followed by the footer. Everything else (``index.json``, its identity) passes to the index's store.
+Before it reads, the file's size and identity are compared with the index: a changed file is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from stream_plugin.errors import RemoteChangedError
+from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
+from stream_plugin.parquet.entries import ParquetShard, ReadView, parquet_shard
+from stream_plugin.storage.base import ObjectStore, RangedStore, ranged
+
+
+def check_unchanged(shard: ParquetShard, size: int, identity: str | None, *, where: str) -> None:
+    """Refuse a file whose size or identity differs from what the index recorded."""
+    if size != shard.file_bytes or (shard.identity is not None and identity is not None and identity != shard.identity):
+        raise RemoteChangedError(
+            f"{where}: expected the Parquet file the index describes ({shard.file_bytes} bytes, identity "
+            f"{shard.identity}), found it changed ({size} bytes, identity {identity}); its row groups may "
+            "differ from the index: index the data again (stream-plugin index-parquet) and read the new index "
+            "with a fresh local folder"
+        )
+
+
+def write_shard(
+    data: RangedStore, shard: ParquetShard, dest: str | os.PathLike[str], *, timeout: float | None = None
+) -> int:
+    """Write the shard's local copy to ``dest`` (its chunks, then the footer); return its size."""
+    # pyarrow on first download: every stream imports this module, few read Parquet.
+    from stream_plugin.parquet.footer import MAGIC, ParquetFormatError, parse_footer
+    from stream_plugin.parquet.layout import leaves_per_column, shard_ranges
+
+    info = data.object_info(shard.file, timeout=timeout)
+    check_unchanged(shard, info.size, info.identity, where=shard.file)
+    footer = data.read_range(shard.file, info.size - shard.footer_bytes, info.size, timeout=timeout)
+    if not footer.endswith(MAGIC):
+        raise ParquetFormatError(
+            f"{shard.file}: expected a footer ending with b'PAR1' at the offset the index records, found "
+            f"{footer[-4:]!r}; the file changed: index the data again"
+        )
+    metadata = parse_footer(footer, source=shard.file)
+    leaves = leaves_per_column(metadata.schema.to_arrow_schema())
+    wanted = [leaf for name in shard.read_columns for leaf in leaves[name]]
+    written = 0
+    with open(dest, "wb") as file:
+        for start, end in shard_ranges(metadata, shard.row_groups, sorted(wanted)):
+            written += file.write(data.read_range(shard.file, start, end, timeout=timeout))
+        written += file.write(footer)
+    return written
+
+
+class ParquetShardStore:
+    """The index's store, whose ``download`` of a Parquet shard fetches its byte ranges from the data.
+
+    ``open_data(url)`` opens the data source named by an entry (None: the index's own store).
+    """
+
+    def __init__(
+        self,
+        index_store: ObjectStore,
+        local: str | os.PathLike[str],
+        view: ReadView,
+        open_data: Callable[[str], ObjectStore],
+    ) -> None:
+        self.url = index_store.url
+        self._index_store = index_store
+        self._local = Path(local)
+        self._view = view
+        self._open_data = open_data
+        self._shards: dict[str, ShardEntry] | None = None
+        self._data: dict[str | None, RangedStore] = {}
+        self._mutex = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ParquetShardStore({self._index_store!r})"
+
+    def _entry(self, key: str) -> ShardEntry | None:
+        with self._mutex:
+            if self._shards is None:
+                path = self._local / INDEX_BASENAME
+                entries = parse_index(path.read_bytes(), source=str(path)) if path.is_file() else []
+                viewed = (self._view.entry(entry) for entry in entries)
+                self._shards = {entry.raw_data.basename: entry for entry in viewed if entry.format == "parquet"}
+            return self._shards.get(key)
+
+    def _data_store(self, source: str | None) -> RangedStore:
+        with self._mutex:
+            found = self._data.get(source)
+            if found is None:
+                store = self._index_store if source is None else self._open_data(source)
+                found = self._data[source] = ranged(store, source or self.url)
+            return found
+
+    def download(self, key: str, dest: str | os.PathLike[str], *, timeout: float | None = None) -> int:
+        entry = self._entry(key)
+        if entry is None:
+            return self._index_store.download(key, dest, timeout=timeout)
+        shard = parquet_shard(entry)
+        return write_shard(self._data_store(shard.source), shard, dest, timeout=timeout)
+
+    def upload(self, src: str | os.PathLike[str], key: str) -> None:
+        self._index_store.upload(src, key)
+
+    def read_bytes(self, key: str, *, timeout: float | None = None) -> bytes:
+        return self._index_store.read_bytes(key, timeout=timeout)
+
+    def exists(self, key: str) -> bool:
+        return self._index_store.exists(key)
+
+    def list(self, prefix: str = "") -> list[str]:
+        return self._index_store.list(prefix)
+
+    def identity(self, key: str, *, timeout: float | None = None) -> str | None:
+        identity = getattr(self._index_store, "identity", None)
+        return None if identity is None else identity(key, timeout=timeout)
+
+
+__all__ = ["ParquetShardStore", "check_unchanged", "write_shard"]
