@@ -12,7 +12,7 @@ import numbers
 import pickle
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,10 @@ __all__ = [
     "encoding_names",
     "get_encoding",
     "is_encoding",
+    "keep_view",
+    "pil_image_module",
     "register_encoding",
+    "with_image_decoder",
 ]
 
 Buffer = bytes | memoryview
@@ -96,7 +99,7 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
-def _pil_image_module() -> Any:
+def pil_image_module() -> Any:
     """Import Pillow on first use: most datasets have no image columns."""
     try:
         from PIL import Image
@@ -108,7 +111,7 @@ def _pil_image_module() -> Any:
 
 
 def _require_image(encoding: str, value: Any) -> PILImage.Image:
-    image_module = _pil_image_module()
+    image_module = pil_image_module()
     if not isinstance(value, image_module.Image):
         raise _mismatch(encoding, "a PIL.Image.Image", value, "open the image with PIL.Image.open(...)")
     return value
@@ -424,7 +427,7 @@ def _encode_pil(value: Any) -> bytes:
 
 
 def _decode_pil(data: Buffer) -> PILImage.Image:
-    image_module = _pil_image_module()
+    image_module = pil_image_module()
     width, height, mode_size = struct.unpack_from("<III", data)
     mode = str(data[12 : 12 + mode_size], "utf-8")
     return image_module.frombytes(mode, (width, height), _to_bytes(data[12 + mode_size :]))
@@ -453,7 +456,7 @@ def _encode_png(value: Any) -> bytes:
 
 def _decode_image_file(data: Buffer) -> PILImage.Image:
     # BytesIO copies, so the image outlives the shard buffer (which may be an mmap).
-    return _pil_image_module().open(io.BytesIO(data))
+    return pil_image_module().open(io.BytesIO(data))
 
 
 def _pack_items(items: list[bytes]) -> bytes:
@@ -487,12 +490,39 @@ def _list_encoding(
         ]
         return prefix + struct.pack("<I", len(items)) + _pack_items(items)
 
-    def decode(data: Buffer) -> list[Any]:
-        offset = len(prefix)
-        (count,) = struct.unpack_from("<I", data, offset)
-        return [item_decode(item) for item in _unpack_items(data, count, offset + 4)]
+    return ColumnEncoding(name, encode, _list_decoder(len(prefix), item_decode))
 
-    return ColumnEncoding(name, encode, decode)
+
+def _list_decoder(skip: int, item_decode: Callable[[Buffer], Any]) -> Callable[[Buffer], list[Any]]:
+    """Decode a list value: ``skip`` reserved bytes, the item count, their sizes, then the items."""
+
+    def decode(data: Buffer) -> list[Any]:
+        (count,) = struct.unpack_from("<I", data, skip)
+        return [item_decode(item) for item in _unpack_items(data, count, skip + 4)]
+
+    return decode
+
+
+# The image encodings (one image, or a list of them) and the reserved bytes of each list's header.
+_IMAGE_LIST_SKIP = {"list[pil]": 4, "list[jpeg]": 4, "list[png]": 4, "jpeg_array": 0, "jpegarray": 0}
+_IMAGE_SINGLE = ("pil", "jpeg", "png")
+
+
+def with_image_decoder(encoding: ColumnEncoding, item_decode: Callable[[Buffer], Any]) -> ColumnEncoding:
+    """The built-in image ``encoding`` with each of its images decoded by ``item_decode`` (same bytes)."""
+    if encoding.name in _IMAGE_SINGLE:
+        return replace(encoding, decode=item_decode)
+    if encoding.name in _IMAGE_LIST_SKIP:
+        return replace(encoding, decode=_list_decoder(_IMAGE_LIST_SKIP[encoding.name], item_decode))
+    raise UnknownEncodingError(
+        f"expected an image encoding in {sorted((*_IMAGE_SINGLE, *_IMAGE_LIST_SKIP))}, found "
+        f"{encoding.name!r}; pass an image column"
+    )
+
+
+def keep_view(data: Buffer) -> memoryview:
+    """The zero-copy decoder of a ``bytes`` column: the value is a read-only view of the shard's map."""
+    return data if isinstance(data, memoryview) else memoryview(data)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from stream_plugin.errors import ConfigError, EncodingError, FormatError, Unsafe
 from stream_plugin.format.encodings import ColumnEncoding, encode_value, get_encoding
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.mds_read import SampleRead, compile_read, index_error, offset_view
+from stream_plugin.format.read_options import DEFAULT_READ_OPTIONS, ReadOptions
 from stream_plugin.format.shard_file import MappedFile, check_offsets, read_offset_table
 
 UINT32_LIMIT = 1 << 32
@@ -151,18 +152,25 @@ def build_shard(samples: Sequence[bytes], config: bytes) -> bytes:
 
 
 class MDSShardReader:
-    """Random access to the samples of one raw MDS shard file through one memory map."""
+    """Random access to the samples of one raw MDS shard file through one memory map.
+
+    ``read_options`` says what the values are: images as PIL or tensors, ``bytes`` copied or as views
+    of the map (``format.read_options``)."""
 
     def __init__(
-        self, entry: ShardEntry, folder: str | os.PathLike[str], *, allow_unsafe_types: bool = False
+        self,
+        entry: ShardEntry,
+        folder: str | os.PathLike[str],
+        *,
+        allow_unsafe_types: bool = False,
+        read_options: ReadOptions = DEFAULT_READ_OPTIONS,
     ) -> None:
         self.entry = entry
         self.num_samples = entry.samples
         self._source = f"MDS shard {entry.raw_data.basename}"
-        self._columns = columns_for_entry(entry, source=self._source)
-        refuse_unsafe(
-            self._columns.names, self._columns.encodings, allow=allow_unsafe_types, source=self._source
-        )
+        stored = columns_for_entry(entry, source=self._source)
+        refuse_unsafe(stored.names, stored.encodings, allow=allow_unsafe_types, source=self._source)
+        self._columns = replace(stored, encodings=read_options.encodings(stored.names, stored.encodings))
         self._file = MappedFile(folder, entry.raw_data, what="MDS shard file")
         try:
             self._offsets = read_offset_table(

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from stream_plugin.errors import ShardIntegrityError
-from stream_plugin.format.encodings import ColumnEncoding
+from stream_plugin.format.encodings import ColumnEncoding, keep_view
 
 SampleRead = Callable[[int], dict[str, Any]]
 
@@ -146,9 +146,12 @@ def index_error(source: str, num_samples: int, index: int) -> IndexError:
 
 def _slice(values: dict[str, Any], column: int, encoding: ColumnEncoding, start: str, stop: str) -> str:
     """The expression that decodes a column's bytes ``[start, stop)``: a ``bytes`` column is one slice
-    of the map (one copy), any other goes through its ``decode`` on a view."""
+    of the map (one copy), or of its view when read without a copy (``keep_view``); any other goes
+    through its ``decode`` on a view."""
     if encoding.decode is bytes:
         return f"raw[{start}:{stop}]"
+    if encoding.decode is keep_view:
+        return f"view[{start}:{stop}]"
     values[f"d{column}"] = encoding.decode
     return f"d{column}(view[{start}:{stop}])"
 

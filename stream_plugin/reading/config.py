@@ -14,12 +14,13 @@ from the config, so that list is written once.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from stream_plugin.cache.future import EvictionPolicy, check_eviction
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
+from stream_plugin.format.read_options import ReadOptions, normalize_decode
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
 from stream_plugin.order.data_parallel import DataParallelLayout
 from stream_plugin.order.plan import OrderConfig
@@ -38,7 +39,7 @@ else:
     ShuffleAlgo = Literal[shuffle_choices()]
 
 _POSITIVE_OR_NONE = ("predownload", "num_canonical_nodes", "batch_size", "shuffle_block_size", "replication")
-_FLAGS = ("shuffle", "allow_unsafe_types", "drop_last")
+_FLAGS = ("shuffle", "allow_unsafe_types", "zero_copy", "drop_last")
 
 
 PARTITION_ALGOS = ("orig", "relaxed")  # MosaicML's; both give our one partitioning
@@ -88,6 +89,8 @@ class DatasetConfig:
     shuffle_block_size: int | None = None
     batching_method: BatchingMethod = "random"
     allow_unsafe_types: bool = False
+    decode: str | Mapping[str, str] = "pil"  # image columns: format.image_decode.IMAGE_DECODES
+    zero_copy: bool = False
     replication: int | None = None
     drop_last: bool = False
 
@@ -109,6 +112,9 @@ class DatasetConfig:
                     f"{name}: expected True or False, found {type(value).__name__} {value!r}"
                 )
         check_eviction(self.eviction)
+        if isinstance(self.decode, Mapping):  # a copy: the caller's dict may change later
+            object.__setattr__(self, "decode", dict(self.decode))
+        self.read_options  # noqa: B018 - checks decode and zero_copy
         _check_choice("shuffle_algo", self.shuffle_algo, shuffle_choices())
         _check_choice("batching_method", self.batching_method, BATCHING_METHODS)
         _check_choice("sampling_method", self.sampling_method, SAMPLING_METHODS)
@@ -147,6 +153,11 @@ class DatasetConfig:
         """Ranks that read different samples under ``replication`` alone: ``world_size`` over it, which
         must divide it (a dataset's ``data_parallel`` also knows a mesh's)."""
         return DataParallelLayout.consecutive(world_size, self.replication or 1).size
+
+    @property
+    def read_options(self) -> ReadOptions:
+        """What the shard readers hand out: images as PIL or tensors, ``bytes`` copied or as views."""
+        return ReadOptions(decode=normalize_decode(self.decode), zero_copy=self.zero_copy)
 
     @property
     def order_settings(self) -> OrderSettings:

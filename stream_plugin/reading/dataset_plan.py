@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stream_plugin.format.read_options import check_decode_columns
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.epochs import EpochPlanner
@@ -82,7 +83,15 @@ def plan_dataset(
     refuse_unsafe_columns(opened.representatives, allow_unsafe_types=config.allow_unsafe_types)
     check_readers_fit(opened, config.cache_limit, world, num_workers=0)
     shards = ShardTable.from_counts(opened.samples_per_shard_per_stream)
-    readers = ProcessShards(opened, shards, world, allow_unsafe_types=config.allow_unsafe_types, stores=stores)
+    check_decode_columns(config.read_options.decode, opened.representatives, source="StreamingDataset")
+    readers = ProcessShards(
+        opened,
+        shards,
+        world,
+        allow_unsafe_types=config.allow_unsafe_types,
+        read_options=config.read_options,
+        stores=stores,
+    )
     fingerprint = config.fingerprint(opened.index_digests, [repr(weight) for weight in weights])
     defined = sample_table(StreamSamples(SampleTable(shards, fingerprint), opened, readers))
     per_epoch = samples_per_stream(

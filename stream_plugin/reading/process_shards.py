@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from stream_plugin.format.read_options import DEFAULT_READ_OPTIONS, ReadOptions
 from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.reading.sources import OpenedStreams, check_cache_limit, readers_within_limit
@@ -38,12 +39,14 @@ class ProcessShards:
         world: World,
         *,
         allow_unsafe_types: bool,
+        read_options: ReadOptions = DEFAULT_READ_OPTIONS,
         stores: Sequence[ObjectStore | None] | None,
     ) -> None:
         self._opened = opened
         self._shards = shards
         self._world = world
         self._allow_unsafe_types = allow_unsafe_types
+        self._read_options = read_options
         # Reused by the opening process's shard access only (never pickled: a worker opens its own).
         self._stores = stores
         self._stores_pid = os.getpid()
@@ -77,6 +80,7 @@ class ProcessShards:
                 self._opened.entries,
                 self._shards,
                 allow_unsafe_types=self._allow_unsafe_types,
+                read_options=self._read_options,
                 max_open=max_open,
                 stores=self._stores if self._stores_pid == os.getpid() else None,
             )

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.layout import DatasetShape
+from stream_plugin.order.shard_lookup import ShardLookup
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,10 @@ class ShardTable:
     def num_shards(self) -> int:
         return len(self.samples_per_shard)
 
+    @cached_property
+    def _lookup(self) -> ShardLookup:
+        return ShardLookup(self.sample_offset_per_shard)
+
     def locate(self, sample_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(shard_ids, index_in_shard)`` for an array of global sample ids; empty shards are skipped."""
         ids = np.asarray(sample_ids, dtype=np.int64)
@@ -81,9 +87,9 @@ class ShardTable:
                 f"sample id {int(bad)} is out of range: expected 0 <= id < {self.num_samples} (the dataset "
                 "size). Invalid sample index: pass an id in that range"
             )
-        # side="right" then -1 picks the last shard starting at or before the id, so empty shards
-        # (which share their start with the next shard) are never chosen.
-        shard_ids = np.searchsorted(self.sample_offset_per_shard, ids, side="right") - 1
+        # The last shard starting at or before the id, so empty shards (which share their start with
+        # the next shard) are never chosen: searchsorted(side="right") - 1, through a bucket table.
+        shard_ids = self._lookup.shards_of(ids)
         return shard_ids, ids - self.sample_offset_per_shard[shard_ids]
 
 

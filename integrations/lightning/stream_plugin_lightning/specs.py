@@ -83,6 +83,8 @@ class DatasetSpec:
     shuffle_block_size: int | None = _DEFAULTS.shuffle_block_size
     batching_method: BatchingMethod = _DEFAULTS.batching_method
     allow_unsafe_types: bool = _DEFAULTS.allow_unsafe_types
+    decode: str | dict[str, str] = "pil"  # _DEFAULTS.decode, typed as YAML gives it
+    zero_copy: bool = _DEFAULTS.zero_copy
     replication: int | None = _DEFAULTS.replication
     storage_options: dict[str, Any] | None = None
     stream_name: str = DEFAULT_STREAM_NAME  # a name in stream_plugin.streams_registry (for remote/local)
