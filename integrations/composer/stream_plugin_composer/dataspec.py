@@ -10,6 +10,7 @@ protocol (``state_dict(num_samples, from_beginning)`` / ``load_state_dict``); ad
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from composer.core import DataSpec
@@ -17,7 +18,7 @@ from composer.utils import dist
 
 from stream_plugin import ConfigError, StreamingDataLoader, StreamingDataset
 from stream_plugin.preemption import WorkerSignalGuard
-from stream_plugin.text import StreamingTextDataset
+from stream_plugin.text import StreamingTextDataset, StreamingTokenBlockDataset, collate_token_blocks
 from stream_plugin_composer.batches import num_samples_in_batch
 from stream_plugin_composer.config import dataset_arguments, device_batch_size_of, resolve_callable
 from stream_plugin_composer.layout import shared_replication, tensor_parallel_degree
@@ -28,6 +29,15 @@ from stream_plugin_composer.text_loader import (
     is_text_section,
     num_tokens_in_batch,
     text_parts,
+)
+from stream_plugin_composer.token_blocks import (
+    TOKEN_BLOCKS_KEY,
+    blocks_in_batch,
+    input_tokens_in_batch,
+    plain_block_options,
+    pop_token_blocks,
+    refuse_masking,
+    text_block_options,
 )
 
 
@@ -86,6 +96,9 @@ def build_streaming_dataspec(
     section means what it means to llm-foundry's ``text`` loader: ``StreamingTextDataset`` samples,
     collated by ``TextCollator``, and llm-foundry's defaults for ``pin_memory``, ``persistent_workers``
     (True) and ``prefetch_factor`` (2); otherwise those default to False, False and torch's.
+    ``dataset.token_blocks`` reads token blocks (``StreamingTokenBlockDataset``, pre-training) instead:
+    ``true`` beside the text keys (blocks of ``max_seq_len`` tokens, llm-foundry's batches), or a
+    mapping of the block dataset's options without them (see ``token_blocks``).
     ``name`` (the registry key, passed by older llm-foundry versions) is ignored. ``collate_fn`` may be
     a ``"package.module:function"`` string.
 
@@ -96,25 +109,15 @@ def build_streaming_dataspec(
     be a fraction). ``replication`` in the dataset section, if given, must agree.
     """
     del name  # accepted for llm-foundry's calling convention
-    text = is_text_section(dataset)
-    arguments = dataset_arguments(dataset, TEXT_KEYS if text else ())
-    collate = resolve_callable(collate_fn, name="train_loader.collate_fn")
-    parts = text_parts(arguments, tokenizer) if text else None
-    seq_parallel = parts.seq_parallel_replication if parts is not None else 1
+    arguments, reader = _reader_for(dataset, tokenizer)
+    collate = resolve_callable(collate_fn, name="train_loader.collate_fn") or reader.collate_fn
     replication = shared_replication(
         arguments.pop("replication", None), tensor_parallel_degree(parallelism_config), "parallelism_config.tp"
     )
-    replication = shared_replication(replication, seq_parallel, "seq_parallel_replication")
-    batch_size = device_batch_size_of(device_batch_size * seq_parallel)
-    streaming: StreamingDataset
-    if parts is not None:
-        streaming = StreamingTextDataset(
-            **arguments, **parts.dataset_options, replication=replication, batch_size=batch_size
-        )
-        collate = collate or parts.collate_fn
-    else:
-        streaming = StreamingDataset(**arguments, replication=replication, batch_size=batch_size)
-    defaults = TEXT_LOADER_DEFAULTS if text else PLAIN_LOADER_DEFAULTS
+    replication = shared_replication(replication, reader.seq_parallel, "seq_parallel_replication")
+    batch_size = device_batch_size_of(device_batch_size * reader.seq_parallel)
+    streaming = reader.dataset_class(**arguments, **reader.options, replication=replication, batch_size=batch_size)
+    defaults = TEXT_LOADER_DEFAULTS if reader.text else PLAIN_LOADER_DEFAULTS
     loader_options: dict[str, Any] = {}
     if num_workers:
         # Only valid with workers; DataLoader rejects them otherwise.
@@ -136,4 +139,56 @@ def build_streaming_dataspec(
         check_layout=True,  # replicas' settings; ExactDataResumption checks against the Trainer's mesh too
         **loader_options,
     )
-    return streaming_dataspec(loader, get_num_tokens_in_batch=num_tokens_in_batch if text else None)
+    return streaming_dataspec(
+        loader,
+        get_num_samples_in_batch=reader.get_num_samples_in_batch,
+        get_num_tokens_in_batch=reader.get_num_tokens_in_batch,
+    )
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """What a ``dataset`` section reads with: the dataset class and its own options, the collate, the
+    batch counts, and the ranks that share each sample (``seq_parallel_replication``)."""
+
+    dataset_class: type[StreamingDataset]
+    options: dict[str, Any] = field(default_factory=dict)
+    collate_fn: Callable[..., Any] | None = None
+    text: bool = False  # llm-foundry's text loader semantics (and loader defaults)
+    seq_parallel: int = 1
+    get_num_samples_in_batch: Callable[[Any], int] | None = None
+    get_num_tokens_in_batch: Callable[[Any], Any] | None = None
+
+
+def _reader_for(dataset: Mapping[str, Any], tokenizer: Any) -> tuple[dict[str, Any], _Reader]:
+    """The ``StreamingDataset`` arguments of a ``dataset`` section, and what reads it: samples as stored,
+    llm-foundry's text samples, or token blocks (``token_blocks``, with or without the text keys)."""
+    text = is_text_section(dataset)
+    arguments = dataset_arguments(dataset, (*TEXT_KEYS, TOKEN_BLOCKS_KEY) if text else (TOKEN_BLOCKS_KEY,))
+    blocks_setting = pop_token_blocks(arguments)
+    refuse_masking(blocks_setting, arguments)
+    if not text:
+        if blocks_setting is None:
+            return arguments, _Reader(StreamingDataset)
+        return arguments, _Reader(
+            StreamingTokenBlockDataset,
+            plain_block_options(blocks_setting),
+            collate_token_blocks,
+            get_num_samples_in_batch=blocks_in_batch,
+            get_num_tokens_in_batch=input_tokens_in_batch,
+        )
+    parts = text_parts(arguments, tokenizer)
+    if blocks_setting is None:
+        dataset_class: type[StreamingDataset] = StreamingTextDataset
+        options = parts.dataset_options
+    else:
+        dataset_class, options = StreamingTokenBlockDataset, text_block_options(blocks_setting, parts.dataset_options)
+    reader = _Reader(
+        dataset_class,
+        options,
+        parts.collate_fn,
+        text=True,
+        seq_parallel=parts.seq_parallel_replication,
+        get_num_tokens_in_batch=num_tokens_in_batch,
+    )
+    return arguments, reader
