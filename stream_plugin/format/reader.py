@@ -21,6 +21,7 @@ from stream_plugin.format.hashing import verify_digests
 from stream_plugin.format.index import FileInfo, ShardEntry
 from stream_plugin.format.jsonl import JSONShardReader
 from stream_plugin.format.mds import MDSShardReader
+from stream_plugin.format.read_options import DEFAULT_READ_OPTIONS, ReadOptions
 from stream_plugin.format.shard_file import missing_file_error
 from stream_plugin.format.xsv import XSVShardReader
 
@@ -45,14 +46,19 @@ class ShardReader(Protocol):
 
 
 def open_shard(
-    entry: ShardEntry, folder: str | os.PathLike[str], *, allow_unsafe_types: bool = False
+    entry: ShardEntry,
+    folder: str | os.PathLike[str],
+    *,
+    allow_unsafe_types: bool = False,
+    read_options: ReadOptions = DEFAULT_READ_OPTIONS,
 ) -> ShardReader:
     """Open the raw file(s) of ``entry`` under ``folder`` (the dataset folder that holds index.json).
 
-    ``allow_unsafe_types`` allows ``pkl`` columns, whose decoding runs arbitrary code.
+    ``allow_unsafe_types`` allows ``pkl`` columns, whose decoding runs arbitrary code. ``read_options``
+    (images as tensors, ``bytes`` as views) apply to MDS shards: the text formats have neither column.
     """
     if entry.format == "mds":
-        return MDSShardReader(entry, folder, allow_unsafe_types=allow_unsafe_types)
+        return MDSShardReader(entry, folder, allow_unsafe_types=allow_unsafe_types, read_options=read_options)
     if entry.format == "json":
         return JSONShardReader(entry, folder)
     if entry.format == "parquet":

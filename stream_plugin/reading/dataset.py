@@ -121,6 +121,12 @@ class StreamingDataset(MosaicNames, IterableDataset):
     messages), and downloads ahead only in the order the node needs shards; ``"lru"`` evicts the least
     recently used one, as MosaicML does.
 
+    And ``decode``, what image columns (``jpeg``, ``png`` and their lists) become: ``"pil"`` (default,
+    MosaicML's) PIL images, ``"tensor"`` uint8 tensors of shape (C, H, W), decoded by torchvision where
+    it is installed, else by Pillow (``format.image_decode``); or a dict of column -> choice. And
+    ``zero_copy``: ``bytes`` columns come back as read-only memoryviews of the shard's map, not copies
+    (each view keeps its shard's map alive; ``format.read_options`` and ``docs/reading.md``).
+
     And ``transform``: a function applied to every sample after it is read (in iteration and in
     ``dataset[i]``), at the cost of one call. It must pickle (it travels to DataLoader workers). A
     subclass that overrides ``get_item`` (MosaicML's way to transform samples) works too, and its
@@ -156,6 +162,8 @@ class StreamingDataset(MosaicNames, IterableDataset):
         shuffle_block_size: int | None = DEFAULTS.shuffle_block_size,
         batching_method: str = DEFAULTS.batching_method,
         allow_unsafe_types: bool = DEFAULTS.allow_unsafe_types,
+        decode: str | Mapping[str, str] = DEFAULTS.decode,
+        zero_copy: bool = DEFAULTS.zero_copy,
         replication: int | None = DEFAULTS.replication,
         stream_name: str = DEFAULT_STREAM_NAME,
         stream_config: dict[str, Any] | None = None,

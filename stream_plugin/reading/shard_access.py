@@ -19,6 +19,7 @@ import numpy as np
 from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
 from stream_plugin.cache.future import NodeFuture
 from stream_plugin.format.index import ShardEntry
+from stream_plugin.format.read_options import DEFAULT_READ_OPTIONS, ReadOptions
 from stream_plugin.format.reader import ShardReader, open_shard
 from stream_plugin.parquet.download import ParquetShardStore
 from stream_plugin.parquet.entries import ReadView
@@ -69,6 +70,7 @@ class ShardAccess:
         table: ShardTable,
         *,
         allow_unsafe_types: bool,
+        read_options: ReadOptions = DEFAULT_READ_OPTIONS,
         max_open: int = _MAX_OPEN_READERS,
         stores: Sequence[ObjectStore | None] | None = None,
     ) -> None:
@@ -79,6 +81,7 @@ class ShardAccess:
         self._entries = entries
         self._table = table
         self._allow_unsafe_types = allow_unsafe_types
+        self._read_options = read_options
         self.max_open = max_open
         self._open: OrderedDict[int, tuple[ShardReader, ExitStack]] = OrderedDict()
         self._shard_ids: dict[int, dict[str, int]] = {}  # stream -> raw basename -> global shard id
@@ -136,7 +139,12 @@ class ShardAccess:
         stack = ExitStack()
         try:
             folder = stack.enter_context(self.cache_of(shard_id).reading(self._entries[shard_id]))
-            reader = open_shard(self._entries[shard_id], folder, allow_unsafe_types=self._allow_unsafe_types)
+            reader = open_shard(
+                self._entries[shard_id],
+                folder,
+                allow_unsafe_types=self._allow_unsafe_types,
+                read_options=self._read_options,
+            )
             stack.callback(reader.close)
         except BaseException:
             stack.close()
