@@ -62,10 +62,13 @@ class NodeClock:
     def read_times(self, first: int, count: int) -> np.ndarray:
         """The times of the node's reads ``first .. first + count`` of the pass (row-major over its
         columns): int64 (count,)."""
-        reads = np.arange(first, first + count, dtype=np.int64)  # (count,)
-        row, column = np.divmod(reads, self.width)
+        width = self.width
+        column = np.arange(width, dtype=np.int64)  # (width,): rank-major columns of one row
         rank, index = np.divmod(column, self.device_batch_size)
-        return (row + self.start_row) * self.width + index * self.ranks + rank
+        in_row = index * self.ranks + rank  # (width,): each column's time within its row
+        first_row, skip = divmod(first, width)
+        rows = np.arange(first_row, first_row + -(-(skip + count) // width), dtype=np.int64) + self.start_row
+        return np.add.outer(rows * width, in_row).ravel()[skip : skip + count]  # (count,)
 
 
 @dataclass(frozen=True)
