@@ -3,7 +3,8 @@
 A URL is shown with its password replaced by ``***`` and the value of every query parameter hidden
 (``https://alice:***@host/ds?token=***``): signatures (``X-Amz-Signature``, ``X-Goog-Signature``,
 ``sig``), credentials, session tokens and SAS fields all live in the query, and a parameter we do not
-know may be one too, so none is shown. Outside URLs, a ``name=value`` pair whose name is a known
+know may be one too, so none is shown. A Hugging Face token (``hf_...``) is hidden wherever it
+appears. Outside URLs, a ``name=value`` pair whose name is a known
 secret (``sig=``, ``AccountKey=``, ``password=``, ...; a bare SAS token or a connection string) is
 shown as ``name=***``.
 
@@ -67,6 +68,8 @@ _SECRET_HEADER = re.compile(
     r"(['\"]?\s*:\s*(?:(?-i:b)?['\"])?)((?:basic|bearer)\s+)?([^'\"\s,}]+)",
     re.IGNORECASE,
 )
+# A Hugging Face access token wherever it appears, bare (``hf_`` and 30-odd letters and digits).
+_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
 # A URL inside free text: a scheme, ``://``, then everything up to whitespace or a quote/bracket.
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>`]+")
 # A path with a query but no scheme (urllib3 quotes the request line ``/ds/index.json?token=...``).
@@ -111,6 +114,8 @@ def _hide_tail(url: str) -> str:
 
 def redact(text: str) -> str:
     """``text`` with every URL in it passed through ``redact_url`` and known secret pairs hidden."""
+    if "hf_" in text:
+        text = _HF_TOKEN.sub(f"hf_{HIDDEN}", text)
     if "=" not in text and "@" not in text and ":" not in text:
         return text  # nothing to hide: no query, no key=value pair, no userinfo, no header
     text = _URL.sub(_redact_found_url, text)
@@ -219,6 +224,8 @@ REDACTED_LIBRARY_LOGGERS: tuple[str, ...] = (
     "azure.core.pipeline.policies.http_logging_policy",
     "fsspec.http",
     "google.cloud.storage",
+    "huggingface_hub.utils._http",
+    "httpx2",
 )
 
 

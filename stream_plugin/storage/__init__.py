@@ -1,10 +1,10 @@
-"""Object storage: one small protocol (``ObjectStore``), backends for local/S3/HTTP/GCS/Azure/fsspec,
+"""Object storage: one small protocol (``ObjectStore``), backends for local/S3/HTTP/GCS/Azure/Hub/fsspec,
 plugins, retries.
 
 ``open_store(url)`` picks the backend from the URL scheme; ``call_with_retries`` retries the transient
 failures every backend reports as ``TransientStorageError`` (waiting out ``ThrottledError``, the store's
 rate limit, without counting an attempt) and fails fast on 404 / 403. The backends
-that need a cloud SDK (boto3, google-cloud-storage, azure-storage-blob, fsspec) are imported on first
+that need a cloud SDK (boto3, google-cloud-storage, azure-storage-blob, huggingface_hub, fsspec) are imported on first
 use, here as in ``open_store``, so importing this package loads none of them.
 """
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from stream_plugin.storage.azure import AzureStore
     from stream_plugin.storage.fsspec_store import FsspecStore
     from stream_plugin.storage.gcs import GcsStore
+    from stream_plugin.storage.hub import HubStore
     from stream_plugin.storage.s3 import S3Store
 
 _IMPORTED_ON_USE = {
@@ -48,6 +49,7 @@ _IMPORTED_ON_USE = {
     "GcsStore": "stream_plugin.storage.gcs",
     "AzureStore": "stream_plugin.storage.azure",
     "FsspecStore": "stream_plugin.storage.fsspec_store",
+    "HubStore": "stream_plugin.storage.hub",
 }
 
 
@@ -63,6 +65,7 @@ __all__ = [
     "FsspecStore",
     "GcsStore",
     "HttpStore",
+    "HubStore",
     "LocalStore",
     "ObjectStore",
     "RemoteAccessDeniedError",

@@ -1,4 +1,4 @@
-"""``FsspecStore``: any fsspec filesystem (``hf://``, ``sftp://``, ``abfs://``, ``memory://``, ...).
+"""``FsspecStore``: any fsspec filesystem (``sftp://``, ``abfs://``, ``memory://``, ...).
 
 The fallback for schemes with no native backend: ``open_store`` uses it when fsspec knows the
 protocol. Options are the filesystem's own ``storage_options`` (credentials, endpoints), passed to

@@ -3,7 +3,7 @@
 Built in, each imported only when its scheme is first used (so ``import stream_plugin`` loads no
 cloud SDK): local paths and ``file://`` → ``LocalStore``; ``s3://`` → ``S3Store``; ``http(s)://`` →
 ``HttpStore`` (read-only); ``gs://`` → ``GcsStore`` (extra ``[gcs]``); ``azure://`` and ``az://`` →
-``AzureStore`` (extra ``[azure]``).
+``AzureStore`` (extra ``[azure]``); ``hf://datasets/...`` → ``HubStore`` (read-only, extra ``[hf]``).
 
 Any other scheme is looked up in the entry-point group ``stream_plugin.storage``: the entry-point name
 is the scheme and the object is a factory ``factory(url, **options) -> ObjectStore``. A package adds
@@ -21,7 +21,7 @@ store must raise ``RemoteNotFoundError`` / ``RemoteAccessDeniedError`` / ``Trans
 (from ``stream_plugin.storage``) so retries and fail-fast work. Built-in schemes cannot be overridden.
 
 A scheme that is neither built in nor a plugin falls back to ``fsspec`` (extra ``[fsspec]``) when
-fsspec knows the protocol (``hf://``, ``sftp://``, ``abfs://``, ``memory://``, ...): ``FsspecStore``.
+fsspec knows the protocol (``sftp://``, ``abfs://``, ``memory://``, ...): ``FsspecStore``.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ BUILTIN_BACKENDS: Mapping[str, Backend] = MappingProxyType(
         "gs": Backend("stream_plugin.storage.gcs:open_gcs_store", extra="gcs"),
         "azure": Backend("stream_plugin.storage.azure:AzureStore", extra="azure"),
         "az": Backend("stream_plugin.storage.azure:AzureStore", extra="azure"),
+        "hf": Backend("stream_plugin.storage.hub:HubStore", extra="hf"),
     }
 )
 FSSPEC_BACKEND = Backend("stream_plugin.storage.fsspec_store:FsspecStore", extra="fsspec")
