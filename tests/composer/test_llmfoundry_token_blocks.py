@@ -16,6 +16,7 @@ llmfoundry = pytest.importorskip("llmfoundry")
 from llmfoundry.data.utils import get_text_collator  # noqa: E402
 from llmfoundry.utils.builders import build_tokenizer  # noqa: E402
 from llmfoundry_fixtures import write_tokenizer_folder  # noqa: E402
+from support.text_data import write_text  # noqa: E402
 from token_block_fixtures import BLOCK_SIZE, BOS, EOS, MAX_SEQ_LEN, reference_blocks, write_documents  # noqa: E402
 
 from stream_plugin import StreamingDataLoader  # noqa: E402
@@ -127,3 +128,9 @@ def test_token_blocks_refuse_mlm_probability(tokenizer: Any, data: dict[str, Pat
 def test_token_blocks_beside_text_keys_must_be_true(tokenizer: Any, data: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"token_blocks: expected true with llm-foundry's text keys .* found \{'block_size': 8\}"):
         build(tokenizer, foundry_section(data["eos"], tmp_path, token_blocks={"block_size": 8}))
+
+
+def test_token_blocks_over_a_text_column_are_refused(tokenizer: Any, tmp_path: Path) -> None:
+    text = write_text(tmp_path / "text" / "train", range(20)).parent
+    with pytest.raises(ConfigError, match=r"column: expected a token column 'tokens' in every sample, found columns \['text'\]"):
+        build(tokenizer, foundry_section(text, tmp_path / "cache"))
