@@ -12,7 +12,8 @@
 A private repo wants ``Authorization: Bearer <token>``; without it the answer is 401 ``RepoNotFound``,
 as on the Hub (which answers a missing repo the same way). ``throttle(n)`` answers the next ``n``
 matching requests with 429 and the IETF ``RateLimit`` headers the Hub sends. Every request is recorded
-(``requests``) with the server's own clock, the status it got and the ``Authorization`` it carried.
+(``requests``) with the server's own clock, the status and body size it got and the ``Authorization``
+it carried.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class HubRequest:
     range: str | None
     at: float
     status: int
+    sent: int  # body bytes sent (0 for HEAD)
 
 
 @dataclass
@@ -129,6 +131,7 @@ class HubServer:
                         HubRequest(
                             self.command, self.path, self.headers.get("Authorization"),
                             self.headers.get("Range"), arrived, reply.status,
+                            0 if self.command == "HEAD" else len(reply.body),
                         )
                     )
                 self.send_response(reply.status)
