@@ -46,6 +46,7 @@ from stream_plugin.reading.process_shards import check_readers_fit
 from stream_plugin.reading.sample_access import select_samples
 from stream_plugin.reading.second_split import refuse_second_split
 from stream_plugin.reading.shard_access import ShardAccess
+from stream_plugin.reading.shared_forecast import SharedSpans
 from stream_plugin.reading.state import STATE_VERSION, ResumeState, check_against_dataset, state_mapping
 from stream_plugin.reading.stream import DOWNLOAD_DEFAULTS, DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import DEFAULT_STREAM_NAME, build_streams
@@ -548,7 +549,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         if not access.follows_future:
             return None
         if self._forecaster is None:
-            self._forecaster = NodeForecaster(self._plan.planner, self._plan.table.locate, access.num_shards)
+            self._forecaster = self._node_forecaster(access.num_shards)
         forecast = self._forecaster.forecast(
             plan,
             topology,
@@ -564,6 +565,16 @@ class StreamingDataset(MosaicNames, IterableDataset):
         future, clock = forecast
         access.expect(future, reach=clock.prefetch_reach)
         return clock
+
+    def _node_forecaster(self, num_shards: int) -> NodeForecaster:
+        """The forecaster, sharing each planned pass through the first cached stream's ``local`` folder."""
+        planner, table = self._plan.planner, self._plan.table
+        folders = [spec.config.local for spec in self._plan.cache_specs if spec.remote is not None]
+        shared = None
+        if folders:
+            identity = SharedSpans.identity_of(table.samples_per_shard, planner.samples_per_stream, planner.settings)
+            shared = SharedSpans(folders[0], identity)
+        return NodeForecaster(planner, table.locate, num_shards, shared=shared)
 
     def _pass_reading(self) -> PassReading:
         """What reading a pass takes from this dataset: a subclass's own ``get_item`` or ``__getitem__``

@@ -69,6 +69,15 @@ class EpochPlanner:
         self._shape = table.shape
 
     @property
+    def settings(self) -> OrderSettings:
+        return self._settings
+
+    @property
+    def samples_per_stream(self) -> np.ndarray:
+        """int64 (num_streams,): each stream's samples per epoch."""
+        return self._counts
+
+    @property
     def epoch_size(self) -> int:
         return int(self._counts.sum())
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.cursor import IterationPlan
 from stream_plugin.reading.epochs import EpochPlanner
+from stream_plugin.reading.shared_forecast import SharedSpans
 
 Locate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # sample ids -> (shard ids, offsets)
 _KEEP_PASSES = 3  # spans kept per process: this pass, the next epoch, and one spare
@@ -94,10 +96,13 @@ class NodeForecaster:
     next pass's own, so a persistent worker plans each epoch once.
     """
 
-    def __init__(self, planner: EpochPlanner, locate: Locate, num_shards: int) -> None:
+    def __init__(
+        self, planner: EpochPlanner, locate: Locate, num_shards: int, *, shared: SharedSpans | None = None
+    ) -> None:
         self._planner = planner
         self._locate = locate
         self._num_shards = num_shards
+        self._shared = shared  # the node's folder of planned passes: one process per node plans each
         self._spans: OrderedDict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def forecast(
@@ -160,13 +165,37 @@ class NodeForecaster:
         found = self._spans.get(key)
         if found is not None:
             return found
+        if self._shared is None:
+            found = self._plan_spans(node, clock, drop_last, epoch, consumed, epoch_batch_size, plan.num_canonical_nodes)
+        else:
+            found = self._shared.get(
+                (*key, clock.ranks, clock.device_batch_size),  # the clock's times depend on both
+                self._num_shards,
+                partial(self._plan_spans, node, clock, drop_last, epoch, consumed, epoch_batch_size, plan.num_canonical_nodes),
+            )
+        self._spans[key] = found
+        while len(self._spans) > _KEEP_PASSES:
+            self._spans.popitem(last=False)
+        return found
+
+    def _plan_spans(
+        self,
+        node: Topology,
+        clock: NodeClock,
+        drop_last: bool,
+        epoch: int,
+        consumed: int,
+        epoch_batch_size: int,
+        num_canonical_nodes: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Plan the node's reads of one pass and reduce them to each shard's first and last read."""
         reads = self._planner.rank_batch_pieces(
             epoch,
             epoch_batch_size=epoch_batch_size,
-            num_canonical_nodes=plan.num_canonical_nodes,
+            num_canonical_nodes=num_canonical_nodes,
             device_batch_size=epoch_batch_size // node.num_nodes,
             consumed=consumed,
-            global_batch_size=global_batch_size,
+            global_batch_size=clock.width * node.num_nodes,
             topology=node,
             drop_last=drop_last,
         )
@@ -179,10 +208,7 @@ class NodeForecaster:
                 yield pass_clock.read_times(first, len(sample_ids)), shards
                 first += len(sample_ids)
 
-        found = self._spans[key] = read_spans(self._num_shards, pieces())
-        while len(self._spans) > _KEEP_PASSES:
-            self._spans.popitem(last=False)
-        return found
+        return read_spans(self._num_shards, pieces())
 
 
 __all__ = ["NodeClock", "NodeForecaster", "PieceClock"]
