@@ -51,7 +51,7 @@ def _is_number_list(arrow_type: pa.DataType) -> bool:
 
 
 def _unsupported(arrow_type: pa.DataType) -> bool:
-    if isinstance(arrow_type, pa.ExtensionType) or pa.types.is_union(arrow_type):
+    if isinstance(arrow_type, pa.BaseExtensionType) or pa.types.is_union(arrow_type):
         return True
     if pa.types.is_run_end_encoded(arrow_type) or pa.types.is_list_view(arrow_type) or pa.types.is_large_list_view(arrow_type):
         return True
