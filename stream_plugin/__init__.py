@@ -49,6 +49,7 @@ from stream_plugin.reading.stream_registry import streams_registry
 from stream_plugin.reading.world import World, detect_world
 
 if TYPE_CHECKING:
+    from stream_plugin.parquet.indexer import index_parquet
     from stream_plugin.reading.dataset import StreamingDataset
     from stream_plugin.reading.eval_loader import EvalLoader
     from stream_plugin.reading.loader import LoaderPosition, StreamingDataLoader
@@ -60,6 +61,7 @@ _IMPORTED_ON_USE = {
     "StreamingDataLoader": "stream_plugin.reading.loader",
     "EvalLoader": "stream_plugin.reading.eval_loader",
     "LoaderPosition": "stream_plugin.reading.loader",
+    "index_parquet": "stream_plugin.parquet.indexer",
 }
 
 
@@ -97,6 +99,7 @@ __all__ = [
     "mesh_coordinates",
     "data_parallel_submesh",
     "merge_index",
+    "index_parquet",
     "streams_registry",
     "register_encoding",
     "EncodingError",

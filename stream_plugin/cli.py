@@ -22,6 +22,7 @@ from typing import Any
 from stream_plugin._version import __version__
 from stream_plugin.errors import StreamPluginError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
+from stream_plugin.parquet import cli_index as parquet_cli
 from stream_plugin.progress import ProgressBar
 from stream_plugin.redaction import RedactingWriter, get_logger
 from stream_plugin.units import format_bytes
@@ -340,6 +341,8 @@ _EXAMPLES = {
     "convert": "stream-plugin convert rows.jsonl ./my-dataset --compression zstd --size-limit 64mb\n"
     "  stream-plugin convert rows.csv s3://bucket/my-dataset --columns text:str,label:int --hashes sha1\n"
     "  stream-plugin convert part-*.jsonl ./my-dataset --workers 4",
+    "index-parquet": "stream-plugin index-parquet s3://bucket/parquet-dataset\n"
+    "  stream-plugin index-parquet hf://datasets/ORG/NAME/data --out ./my-index --shard-bytes 32mb",
     "simulate": "stream-plugin simulate dataset.yaml --nodes 4 --bandwidth 10gbit --step-time 0.25 --epochs 2\n"
     "  stream-plugin simulate s3://bucket/my-dataset --batch-size 32 --calibrate --report ./report\n"
     "  stream-plugin simulate lightning.yaml --nodes 8 --rate-limit 3500 --egress-price-per-gb 0.09 --json",
@@ -406,6 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--exist-ok", action="store_true", help="replace an existing dataset in OUT")
     convert.add_argument("--no-progress", action="store_true", help="hide the progress display")
     convert.set_defaults(run=command_convert)
+
+    index_parquet = _add_command(
+        commands, "index-parquet", "index a folder of Parquet files from their footers, to stream it without converting"
+    )
+    parquet_cli.add_options(index_parquet)
+    index_parquet.set_defaults(run=parquet_cli.run)
 
     simulate = _add_command(
         commands,

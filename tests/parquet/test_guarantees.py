@@ -144,3 +144,13 @@ def test_the_simulator_takes_a_parquet_index(parquet_dir: Path, capsys: pytest.C
     assert main(["simulate", str(parquet_dir), "--batch-size", "4", "--devices-per-node", "1", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["inputs"]["data"]["samples"] == TOTAL
+
+
+def test_an_index_kept_elsewhere_reads_its_shards_from_the_source(parquet_dir: Path, tmp_path: Path) -> None:
+    from stream_plugin.parquet import index_parquet
+
+    index_parquet(parquet_dir, out=tmp_path / "my-index", shard_bytes=1)
+    remote = _dataset(tmp_path / "my-index", tmp_path / "cache")
+    assert _ids(remote) == _ids(_dataset(parquet_dir, tmp_path / "beside"))
+    in_place = StreamingDataset(local=str(tmp_path / "my-index"), batch_size=8)
+    assert sorted(int(sample["id"]) for sample in in_place) == list(range(TOTAL))
