@@ -134,3 +134,29 @@ def test_token_blocks_over_a_text_column_are_refused(tokenizer: Any, tmp_path: P
     text = write_text(tmp_path / "text" / "train", range(20)).parent
     with pytest.raises(ConfigError, match=r"column: expected a token column 'tokens' in every sample, found columns \['text'\]"):
         build(tokenizer, foundry_section(text, tmp_path / "cache"))
+
+
+def test_an_mpt_model_with_attn_uses_sequence_id_trains_on_the_blocks_documents(
+    tokenizer: Any, data: dict[str, Path], tmp_path: Path
+) -> None:
+    from llmfoundry.models.mpt import MPTConfig, MPTForCausalLM
+
+    torch.manual_seed(0)
+    config = MPTConfig(
+        d_model=32, n_heads=2, n_layers=2, expansion_ratio=2, max_seq_len=MAX_SEQ_LEN, vocab_size=128,
+        init_device="cpu", attn_config={"attn_impl": "torch", "attn_uses_sequence_id": True},
+    )
+    model = MPTForCausalLM(config)
+    spec = build(tokenizer, foundry_section(data["eos"], tmp_path, eos_token_id=EOS))
+    batch = next(iter(spec.dataloader))
+    assert int(batch["sequence_id"].max()) > 0  # the rows hold several documents
+
+    def loss(sequence_id: torch.Tensor) -> torch.Tensor:
+        logits = model(input_ids=batch["input_ids"], sequence_id=sequence_id).logits  # (B, 16, 128)
+        targets = batch["labels"][:, 1:]  # the model's shift, as llm-foundry's loss makes it
+        return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 128), targets.reshape(-1))
+
+    documents = loss(batch["sequence_id"])
+    assert torch.isfinite(documents)
+    assert not torch.allclose(documents, loss(torch.zeros_like(batch["sequence_id"])))  # attention read them
+    documents.backward()
