@@ -195,3 +195,18 @@ def test_a_bare_hub_token_is_redacted_wherever_it_appears() -> None:
 
     assert redact(f"token {TOKEN} in text") == "token hf_*** in text"
     assert TOKEN not in redact(f"Authorization: Bearer {TOKEN}")
+
+
+def test_an_mds_dataset_on_the_hub_reads_as_a_remote(hub_server: HubServer, tmp_path: Path) -> None:  # noqa: F811
+    import numpy as np
+
+    from stream_plugin import MDSWriter, StreamingDataset
+
+    with MDSWriter(out=str(tmp_path / "mds"), columns={"id": "int64"}, size_limit=1 << 10) as writer:
+        for number in range(300):
+            writer.write({"id": np.int64(number)})
+    files = {path.relative_to(tmp_path / "mds").as_posix(): path.read_bytes() for path in (tmp_path / "mds").iterdir()}
+    assert len(files) > 3  # index.json and several shards
+    hub_server.commit("org/mds", files)
+    dataset = StreamingDataset(remote="hf://datasets/org/mds", local=str(tmp_path / "cache"), batch_size=4)
+    assert sorted(int(sample["id"]) for sample in dataset) == list(range(300))
