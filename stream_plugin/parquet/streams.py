@@ -8,8 +8,9 @@ view. ``shard_store`` wraps the store a stream's cache is given in each process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -45,9 +46,20 @@ def parquet_view(
 
 
 def shard_store(
-    store: ObjectStore, local: str, view: ReadView, open_data: Callable[[str], ObjectStore]
+    store: ObjectStore, local: str, view: ReadView, options: Mapping[str, Any]
 ) -> ObjectStore:
-    """The store a Parquet stream's cache downloads through: shards become their byte ranges."""
+    """The store a Parquet stream's cache downloads through: shards become their byte ranges.
+
+    A data source elsewhere (an index kept in a folder of the user's) is opened with the stream's
+    ``storage_options`` when it has the index's scheme (one account), else with none (the environment's).
+    """
+    from stream_plugin.storage import open_store
+    from stream_plugin.storage.registry import scheme_of
+
+    def open_data(url: str) -> ObjectStore:
+        same = scheme_of(url) == scheme_of(store.url)
+        return open_store(url, **(dict(options) if same else {}))
+
     return ParquetShardStore(store, local, view, open_data)
 
 

@@ -51,9 +51,7 @@ class StreamCacheSpec:
         """``store`` (the remote's) as this stream's cache downloads through it."""
         if self.parquet is None or store is None or isinstance(store, ParquetShardStore):
             return store
-        from stream_plugin.storage import open_store
-
-        return shard_store(store, self.config.local, self.parquet, open_store)
+        return shard_store(store, self.config.local, self.parquet, dict(self.store_options))
 
     def open(self, stats: CacheStats, store: ObjectStore | None = None) -> ShardCache:
         """This stream's cache; pass ``store`` to reuse one this process already opened."""
