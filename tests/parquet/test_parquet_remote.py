@@ -1,5 +1,6 @@
-"""Parquet datasets on remote stores: indexed on moto S3 and on the loopback Hub into a local ``out``
-folder, then read with ``StreamingDataset``: every row once, the bytes fetched equal to the ranges."""
+"""A Parquet dataset on the Hub (the loopback Hub, ``refs/convert/parquet``): indexed into a local ``out``
+folder, then read with ``StreamingDataset``: every row once, the bytes fetched equal to the ranges, rate
+limits waited out, the indexed commit kept. (S3's counterpart: tests/parquet/test_s3.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 import pytest
 from conftest import TOTAL, write_files
 from support.hub_server import HubServer, hub_server  # noqa: F401  (the fixture)
-from support.s3_server import S3Bucket
 
 from stream_plugin import StreamingDataset
 from stream_plugin.errors import RemoteChangedError
@@ -27,22 +27,6 @@ def _ids(out: Path, local: Path) -> list[int]:
 
 def _cached_bytes(local: Path) -> int:
     return sum(path.stat().st_size for path in local.rglob("*.parquet") if path.is_file())
-
-
-def test_a_parquet_dataset_on_s3_indexed_into_a_local_folder_reads_every_row_once(
-    s3_bucket: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("S3_ENDPOINT_URL", s3_bucket.endpoint_url)  # the reader opens the source by its URL
-    write_files(tmp_path / "files")
-    s3_bucket.upload_folder(tmp_path / "files", "pq")
-    written = index_parquet(s3_bucket.url("pq"), out=tmp_path / "index", shard_bytes=1)
-    assert (written.files, written.rows) == (4, TOTAL)
-    assert {entry["parquet"]["source"] for entry in _entries(tmp_path / "index")} == {s3_bucket.url("pq")}
-    assert s3_bucket.keys() == [f"pq/part-{number:03d}.parquet" for number in range(4)]  # nothing written there
-
-    assert sorted(_ids(tmp_path / "index", tmp_path / "cache")) == list(range(TOTAL))
-    # The cache holds each shard's byte ranges (its column chunks and the file's footer), nothing more.
-    assert _cached_bytes(tmp_path / "cache") == sum(entry["raw_data"]["bytes"] for entry in _entries(tmp_path / "index"))
 
 
 def _hub_dataset(server: HubServer, folder: Path, ref: str = "refs/convert/parquet") -> str:
