@@ -136,6 +136,21 @@ def test_a_private_repo_without_a_token_is_access_denied_with_the_fix(hub_server
         open_store("hf://datasets/org/ds").read_bytes("README.md")
 
 
+def test_a_gated_dataset_whose_conditions_are_not_accepted_names_the_page(
+    hub_server: HubServer, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    hub_server.token = TOKEN
+    dataset(hub_server)
+    hub_server.repos["org/ds"].gated = True
+    with pytest.raises(RemoteAccessDeniedError, match=r"HTTP 401 GatedRepo.*no token was sent.*set HF_TOKEN"):
+        open_store("hf://datasets/org/ds").read_bytes("README.md")
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    with pytest.raises(RemoteAccessDeniedError, match=rf"gated; accept its conditions at {hub_server.endpoint_url}/datasets/org/ds"):
+        open_store("hf://datasets/org/ds").read_bytes("README.md")
+    hub_server.repos["org/ds"].gate_accepted = True
+    assert open_store("hf://datasets/org/ds").read_bytes("README.md") == b"# ds"
+
+
 def test_the_token_is_sent_yet_absent_from_errors_and_debug_logs(
     hub_server: HubServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture  # noqa: F811
 ) -> None:

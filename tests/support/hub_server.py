@@ -10,7 +10,8 @@
   ``X-Linked-Size`` and ``X-Linked-Etag`` (its sha256). GETs honour ``Range`` (206).
 
 A private repo wants ``Authorization: Bearer <token>``; without it the answer is 401 ``RepoNotFound``,
-as on the Hub (which answers a missing repo the same way). ``throttle(n)`` answers the next ``n``
+as on the Hub (which answers a missing repo the same way). A gated repo's files want a token whose
+user accepted its conditions (401, else 403 ``GatedRepo``). ``throttle(n)`` answers the next ``n``
 matching requests with 429 and the IETF ``RateLimit`` headers the Hub sends. Every request is recorded
 (``requests``) with the server's own clock, the status and body size it got and the ``Authorization``
 it carried.
@@ -54,6 +55,8 @@ class HubRepo:
     """A dataset repo: its commits (sha → files) and refs (branch, tag or special ref → sha)."""
 
     private: bool
+    gated: bool = False  # files need a token whose user accepted the conditions (``gate_accepted``)
+    gate_accepted: bool = False
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
 
@@ -204,6 +207,10 @@ class HubServer:
             found = self._repo(handler, f"{parts[1]}/{parts[2]}")
             if isinstance(found, _Answer):
                 return found
+            if found.gated and not found.gate_accepted:
+                if handler.headers.get("Authorization") is None:
+                    return self._error(401, "GatedRepo", "Access to this dataset is restricted: log in.")
+                return self._error(403, "GatedRepo", "Access to this dataset is restricted: accept its conditions.")
             return self._resolve(handler, found, unquote(parts[4]), unquote("/".join(parts[5:])))
         return self._error(404, "NotFound", f"no route for {url.path}")
 
