@@ -28,7 +28,7 @@ import torch
 from stream_plugin import ConfigError
 from stream_plugin.reading.stream_registry import DEFAULT_STREAM_NAME
 from stream_plugin.text import StreamingTokenBlockDataset
-from stream_plugin.text.dataset import check_max_seq_len
+from stream_plugin.units import parse_whole_number
 
 TOKEN_BLOCKS_KEY = "token_blocks"
 
@@ -69,7 +69,9 @@ def text_block_options(setting: Any, text_options: dict[str, Any]) -> dict[str, 
             f"found {text_options.get('stream_name')!r} / {text_options.get('stream_config')!r}; give "
             "per-stream settings under `streams` instead"
         )
-    max_seq_len = check_max_seq_len(text_options["max_seq_len"])
+    max_seq_len = parse_whole_number(
+        text_options["max_seq_len"], name="max_seq_len", meaning="tokens per block", fix="set e.g. max_seq_len: 2048"
+    )
     if max_seq_len < 2:
         raise ConfigError(
             f"train_loader.dataset.max_seq_len: expected at least 2 with token_blocks (a block is "
