@@ -28,6 +28,7 @@ from benchmarks import (
     bench_egress_epochs,
     bench_iterate,
     bench_order,
+    bench_parquet,
     bench_resume,
     bench_simulate,
     bench_tokens,
@@ -51,6 +52,7 @@ FIGURES = {
         bench_egress_epochs,
         bench_convert,
         bench_tokens,
+        bench_parquet,
         bench_simulate,
     )
 }

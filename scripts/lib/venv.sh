@@ -87,7 +87,8 @@ ensure_azurite() {
 # The peers environment for benchmarks only (never CI): MosaicML Streaming and litdata need a working
 # torchvision, which imports only beside torch 2.14.1 + torchvision 0.29.1 (both lie on these machines).
 PEERS_PINS=(torch==2.14.1 torchvision==0.29.1 mosaicml-streaming==0.13.0 litdata==0.2.76 matplotlib psutil
-    sortedcollections==2.1.0)  # sortedcollections: MosaicML's simulator (benchmarks/bench_simulate.py)
+    sortedcollections==2.1.0 polars)  # sortedcollections: MosaicML's simulator (benchmarks/bench_simulate.py);
+# polars: litdata's Parquet path (benchmarks/bench_parquet.py)
 
 ensure_peers_venv() {
     _ensure_venv .venv-peers "the peers environment (torch 2.14.1, MosaicML Streaming 0.13, litdata 0.2.76)" "" \
