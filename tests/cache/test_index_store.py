@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import stream_plugin.cache.index_store as index_store
-import stream_plugin.cache.shard_cache as shard_cache
+import stream_plugin.cache.remote_index as remote_index
 from stream_plugin import StreamingDataset
 from stream_plugin.cache import CacheConfig, ShardCache
 from stream_plugin.cache.locks import ControlFolder
@@ -36,7 +36,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return read_columns(file, source=source, identity=identity)
 
     monkeypatch.setattr(index_store, "read_columns", counting)
-    monkeypatch.setattr(shard_cache, "read_columns", counting)
+    monkeypatch.setattr(remote_index, "read_columns", counting)
     return seen
 
 
@@ -148,7 +148,7 @@ _RANK = textwrap.dedent(
     """
     import json, sys
     import stream_plugin.cache.index_store as index_store
-    import stream_plugin.cache.shard_cache as shard_cache
+    import stream_plugin.cache.remote_index as remote_index
     from stream_plugin.cache import CacheConfig, ShardCache
     from stream_plugin.format.index_columns import read_columns
 
@@ -156,7 +156,7 @@ _RANK = textwrap.dedent(
     def counting(file, *, source, identity):
         parses.append(source)
         return read_columns(file, source=source, identity=identity)
-    index_store.read_columns = shard_cache.read_columns = counting
+    index_store.read_columns = remote_index.read_columns = counting
     local, remote = sys.argv[1:3]
     remote = None if remote == "-" else remote
     opened = ShardCache(CacheConfig(local=local, remote=remote)).opened_index()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support.fault_proxy import FaultRule
 
-from stream_plugin.cache import CacheConfig, ShardCache, shard_cache
+from stream_plugin.cache import CacheConfig, ShardCache, downloads
 
 
 def _cache(local: Path, remote: str, store: object = None, **options: object) -> ShardCache:
@@ -45,7 +45,7 @@ def test_a_slow_download_logs_a_warning_and_a_quick_one_only_debug(
         cache.ensure(dataset.entries[0])
         assert _messages(caplog, logging.WARNING) == []
         assert any("downloaded 'shard.00000.mds'" in line for line in _messages(caplog, logging.DEBUG))
-        monkeypatch.setattr(shard_cache, "SLOW_DOWNLOAD_SECONDS", 0.0)
+        monkeypatch.setattr(downloads, "SLOW_DOWNLOAD_SECONDS", 0.0)
         cache.ensure(dataset.entries[1])
     [warning] = _messages(caplog, logging.WARNING)
     assert warning.startswith("slow download: 'shard.00001.mds' from ")

@@ -1,0 +1,54 @@
+"""``NodeClock``: the node's future as this process sees it, for ``eviction="belady"``.
+
+The loader gives the cache the node's future (``expect``: when each shard is read, in node time) and
+moves this process along it (``advance``). Eviction asks it when each shard is read next, and whether
+a download ahead is near enough to evict for (``within_reach``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from stream_plugin.cache.future import NEVER, NodeFuture
+from stream_plugin.format.index import ShardEntry
+
+
+class NodeClock:
+    """The node's future (None until ``expect``), this process's time on it, and the reach ahead."""
+
+    def __init__(self) -> None:
+        self._future: tuple[NodeFuture, Mapping[str, int]] | None = None
+        self._now = 0
+        self._reach = NEVER
+
+    def expect(self, future: NodeFuture | None, shard_of: Mapping[str, int], *, reach: int = NEVER) -> None:
+        """Follow ``future`` from now on (``shard_of``: a shard's raw basename -> its column in it); None
+        forgets it. A download ahead evicts only for a shard read within ``reach`` of now."""
+        self._future = None if future is None else (future, shard_of)
+        self._reach = reach
+
+    def advance(self, now: int) -> None:
+        """This process's time on the node's clock (the times of ``expect``'s future)."""
+        self._now = now
+
+    def next_uses(self, entries: Sequence[ShardEntry]) -> np.ndarray | None:
+        """When the node reads each shard next (node time; ``NEVER``: not in the known future); None
+        while no future is known."""
+        known = self._future
+        if known is None:
+            return None
+        future, shard_of = known
+        columns = np.array([shard_of.get(entry.raw_data.basename, -1) for entry in entries], dtype=np.int64)
+        uses = np.full(len(entries), NEVER, dtype=np.int64)  # (k,): a shard outside the future: never
+        inside = columns >= 0
+        uses[inside] = future.next_use(columns[inside], self._now)
+        return uses
+
+    def within_reach(self, time: int) -> bool:
+        """Whether a download ahead of a shard read at ``time`` may evict (it is near enough now)."""
+        return time - self._now <= self._reach
+
+
+__all__ = ["NodeClock"]
