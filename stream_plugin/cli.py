@@ -144,7 +144,11 @@ def _verify_shard(
     from stream_plugin.storage import open_store
 
     store = open_store(root)
-    for raw, zipped in entry.file_pairs():
+    if entry.format == "parquet":  # a byte range of a Parquet file: fetched as the cache fetches it
+        from stream_plugin.parquet.download import fetch_shard
+
+        fetch_shard(entry, root.rstrip("/") + (f"/{stream.prefix}" if stream.prefix else ""), staging)
+    for raw, zipped in [] if entry.format == "parquet" else entry.file_pairs():
         stored = zipped or raw
         local_stored = staging / stored.basename
         local_stored.parent.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,19 @@ def write_shard(
     return written
 
 
+def fetch_shard(entry: ShardEntry, index_folder: str, folder: Path) -> Path:
+    """Write the local copy of a Parquet shard under ``folder`` (``stream-plugin verify``); the data is
+    at ``index_folder`` (where its index lives) unless the entry names another source."""
+    from stream_plugin.storage import open_store
+
+    shard = parquet_shard(entry)
+    url = shard.source or index_folder
+    path = folder / entry.raw_data.basename
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_shard(ranged(open_store(url), url), shard, path)
+    return path
+
+
 class ParquetShardStore:
     """The index's store, whose ``download`` of a Parquet shard fetches its byte ranges from the data.
 
@@ -124,4 +137,4 @@ class ParquetShardStore:
         return None if identity is None else identity(key, timeout=timeout)
 
 
-__all__ = ["ParquetShardStore", "check_unchanged", "write_shard"]
+__all__ = ["ParquetShardStore", "check_unchanged", "fetch_shard", "write_shard"]

@@ -29,3 +29,17 @@ def test_index_parquet_out_writes_the_index_elsewhere(tmp_path: Path, capsys: py
 def test_a_bad_shard_size_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index-parquet", str(tmp_path), "--shard-bytes", "lots"]) != 0
     assert "--shard-bytes: expected" in capsys.readouterr().err
+
+
+def test_verify_fetches_and_decodes_every_parquet_shard(parquet_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", str(parquet_dir), "--no-progress"]) == 0
+    assert "ok: 12 shards verified (sizes, hashes), 600 samples decoded" in capsys.readouterr().out
+
+
+def test_verify_names_a_changed_parquet_file(parquet_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = parquet_dir / "part-002.parquet"
+    target.write_bytes(target.read_bytes() + b"tail")
+    assert main(["verify", str(parquet_dir), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "FAILED shard.00006.parquet: part-002.parquet: expected the Parquet file the index describes" in err
+    assert "3 of 12 shards failed verification" in err
