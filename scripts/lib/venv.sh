@@ -92,7 +92,7 @@ PEERS_PINS=(torch==2.14.1 torchvision==0.29.1 mosaicml-streaming==0.13.0 litdata
 
 ensure_peers_venv() {
     _ensure_venv .venv-peers "the peers environment (torch 2.14.1, MosaicML Streaming 0.13, litdata 0.2.76)" "" \
-        "${PEERS_PINS[@]}" -e ".[formats,dev]"
+        "${PEERS_PINS[@]}" -e ".[formats,parquet,dev]"
 }
 
 # The Composer environment for tests/composer: Composer 0.32.1 (mosaicml, its last release) pins

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from stream_plugin.errors import FormatError
 from stream_plugin.format.encodings import get_encoding
+from stream_plugin.parquet.arrow import pa
 
 Values = np.ndarray | list[Any]
 
@@ -50,10 +50,18 @@ def _is_number_list(arrow_type: pa.DataType) -> bool:
     return is_list and _is_numeric(arrow_type.value_type) and not pa.types.is_boolean(arrow_type.value_type)
 
 
+_NEWER_UNSUPPORTED = ("is_run_end_encoded", "is_list_view", "is_large_list_view")
+
+
+def _never(arrow_type: pa.DataType) -> bool:
+    return False
+
+
 def _unsupported(arrow_type: pa.DataType) -> bool:
     if isinstance(arrow_type, pa.BaseExtensionType) or pa.types.is_union(arrow_type):
         return True
-    if pa.types.is_run_end_encoded(arrow_type) or pa.types.is_list_view(arrow_type) or pa.types.is_large_list_view(arrow_type):
+    # Run-end encoded and list-view types (newer pyarrow: looked up by name, absent before 16).
+    if any(getattr(pa.types, name, _never)(arrow_type) for name in _NEWER_UNSUPPORTED):
         return True
     if pa.types.is_struct(arrow_type):
         return any(_unsupported(arrow_type.field(i).type) for i in range(arrow_type.num_fields))

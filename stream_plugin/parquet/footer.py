@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from stream_plugin.errors import FormatError
+from stream_plugin.parquet.arrow import pa, pq
 from stream_plugin.storage.base import ObjectInfo, RangedStore
 
 MAGIC = b"PAR1"

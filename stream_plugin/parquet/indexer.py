@@ -17,10 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from stream_plugin.errors import ConfigError, FormatError
 from stream_plugin.format.index import INDEX_BASENAME, index_document
+from stream_plugin.parquet.arrow import pa
 from stream_plugin.parquet.entries import ParquetShard, shard_entry_config
 from stream_plugin.parquet.footer import Footer, read_footer
 from stream_plugin.parquet.layout import column_bytes, leaves_per_column

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+from stream_plugin.parquet.arrow import pa, pq
 
 
 def leaf_count(arrow_type: pa.DataType) -> int:

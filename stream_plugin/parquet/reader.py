@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from stream_plugin.errors import FormatError, ShardIntegrityError
 from stream_plugin.format.index import ShardEntry
+from stream_plugin.parquet.arrow import pa, pq
 from stream_plugin.parquet.decode import DecodedRows, check_schema, decode_table, hub_features
 from stream_plugin.parquet.download import check_unchanged
 from stream_plugin.parquet.entries import parquet_shard

@@ -111,3 +111,21 @@ def test_a_folder_without_parquet_files_is_refused(tmp_path: Path) -> None:
 def test_a_bad_shard_size_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="shard_bytes: expected a positive number of bytes per shard, found 0"):
         index_parquet(tmp_path, shard_bytes=0)
+
+
+def test_without_pyarrow_the_error_names_the_parquet_extra() -> None:
+    import subprocess
+    import sys
+
+    hide = (
+        "import sys\n"
+        "class Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pyarrow':\n"
+        "            raise ImportError('No module named pyarrow')\n"
+        "sys.meta_path.insert(0, Hide())\n"
+        "from stream_plugin import index_parquet\n"
+    )
+    result = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "pip install 'stream-plugin[parquet]'" in result.stderr
