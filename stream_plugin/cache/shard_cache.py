@@ -16,7 +16,7 @@ processes that share ``local`` coordinate through ``local/.stream_plugin/`` only
 * claiming the folder for one remote, and staying inside it: ``folder_claim.py``;
 * download, verify and decompress one shard: ``shard_download.py`` (over ``downloads.py`` and
   ``shard_files.py``);
-* the node's future, for Belady: ``clock.py``;
+* the node's future, for Belady: ``belady_clock.py``;
 * eviction: decided in ``eviction.py`` alone; ``stream_eviction.py`` hands it this stream's shards.
 """
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stream_plugin.cache.belady_clock import BeladyClock
 from stream_plugin.cache.cache_config import CacheConfig
-from stream_plugin.cache.clock import NodeClock
 from stream_plugin.cache.downloads import Downloader
 from stream_plugin.cache.folder_claim import ShardPathCheck, canonical_remote, claim_folder, remote_store
 from stream_plugin.cache.future import NEVER, NodeFuture
@@ -83,7 +83,7 @@ class ShardCache:
             validate_hash=config.validate_hash,
         )
         self._verified: set[str] = set()  # shards whose validate_hash digest this process checked
-        self._clock = NodeClock()
+        self._clock = BeladyClock()
         self._eviction = StreamEviction(
             config, self._control, self._record, self._shards, self._clock, has_remote=self._remote is not None
         )

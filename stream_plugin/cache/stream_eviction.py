@@ -3,7 +3,7 @@
 Which shard goes, and when, is decided in one place: ``eviction.py`` (``Evictor``, ``eviction_order``).
 This module only builds the ``Evictor`` a stream needs (a remote and a ``cache_limit``; otherwise
 nothing is ever evicted on its own), and hands it the stream's shards, their footprints and the node's
-clock (``NodeClock``, for ``"belady"``).
+clock (``BeladyClock``, for ``"belady"``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
+from stream_plugin.cache.belady_clock import BeladyClock
 from stream_plugin.cache.cache_config import CacheConfig
-from stream_plugin.cache.clock import NodeClock
 from stream_plugin.cache.eviction import Evictor, bytes_present, check_cache_limit, footprint
 from stream_plugin.cache.known_shards import KnownShards
 from stream_plugin.cache.locks import ControlFolder
@@ -30,7 +30,7 @@ class StreamEviction:
         control: ControlFolder,
         stats: StatsGroup,
         shards: KnownShards,
-        clock: NodeClock,
+        clock: BeladyClock,
         *,
         has_remote: bool,
     ) -> None:

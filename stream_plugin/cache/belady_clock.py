@@ -1,4 +1,4 @@
-"""``NodeClock``: the node's future as this process sees it, for ``eviction="belady"``.
+"""``BeladyClock``: the node's future as this process sees it, for ``eviction="belady"``.
 
 The loader gives the cache the node's future (``expect``: when each shard is read, in node time) and
 moves this process along it (``advance``). Eviction asks it when each shard is read next, and whether
@@ -15,7 +15,7 @@ from stream_plugin.cache.future import NEVER, NodeFuture
 from stream_plugin.format.index import ShardEntry
 
 
-class NodeClock:
+class BeladyClock:
     """The node's future (None until ``expect``), this process's time on it, and the reach ahead."""
 
     def __init__(self) -> None:
@@ -51,4 +51,4 @@ class NodeClock:
         return time - self._now <= self._reach
 
 
-__all__ = ["NodeClock"]
+__all__ = ["BeladyClock"]
