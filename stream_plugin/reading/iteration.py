@@ -24,15 +24,20 @@ Read = Callable[[int], Any]  # an open shard reader's read(offset)
 # instead of ``read(offset)``; just before, the loop puts ``[sample_id, read, offset]`` in ``slot``, where
 # the dataset's own ``get_item`` finds it (so a subclass's ``super().get_item(i)`` needs no lookup).
 Fetch = Callable[[int], Any]
+# A subclass that reads many samples faster at once gives ``fetch_many(sample_ids)``: the samples of a
+# stride in one call (``sample_ids`` a 1-D int64 array), which replaces ``fetch`` and the slot.
+FetchMany = Callable[[np.ndarray], Iterable[Any]]
 
 
 @dataclass(frozen=True)
 class PerSample:
-    """Fetch each sample through ``fetch``: the global ``sample_ids`` of the pass, and the ``slot``."""
+    """Fetch each sample through ``fetch``: the global ``sample_ids`` of the pass, and the ``slot``; or
+    a stride at a time through ``fetch_many`` where given."""
 
     sample_ids: np.ndarray
     fetch: Fetch
     slot: list[Any]
+    fetch_many: FetchMany | None = None
 
 
 class SamplePass(chain[Any]):
@@ -74,7 +79,8 @@ def sample_blocks(
     (a new shard at nearly every sample) cost no Python code each but the reader's own ``read``.
 
     With ``per_sample``, sample ``i`` is ``per_sample.fetch(sample_ids[i])`` (a subclass that overrides
-    ``get_item``), its reader and offset put in ``per_sample.slot`` first. ``more()`` gives the shard ids
+    ``get_item``), its reader and offset put in ``per_sample.slot`` first; or, with its ``fetch_many``,
+    each block is ``fetch_many`` of the block's sample ids. ``more()`` gives the shard ids
     of the samples read after these (the next piece of the pass), to prefetch them in time; ``clock``
     maps a position among these samples to the node's time (eviction by the node's future).
     """
@@ -112,6 +118,8 @@ def _block(
 ) -> Iterable[Any]:
     """The samples of one stride (positions ``first ..`` of the pass). ``reads`` holds a read per shard
     of the dataset when every shard fits among the open readers (``_lazy_reads``), else is empty."""
+    if per_sample is not None and per_sample.fetch_many is not None:  # the subclass finds its own readers
+        return per_sample.fetch_many(per_sample.sample_ids[first : first + len(shard_ids)])
     shard_list = shard_ids.tolist()
     if reads:
         lookup: Callable[[int], Read] = reads.__getitem__

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from stream_plugin.reading.iteration import Fetch, PerSample, chain_blocks, sample_blocks
+from stream_plugin.reading.iteration import Fetch, FetchMany, PerSample, chain_blocks, sample_blocks
 from stream_plugin.reading.node_forecast import NodeClock, PieceClock
 from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.reading.shard_table import ShardTable
@@ -30,6 +30,7 @@ class PassReading:
     fetch: Fetch | None  # a subclass's own ``get_item`` (or ``__getitem__``), called per sample; None: read
     transform: Callable[[Any], Any] | None  # applied to what is read (a ``fetch`` applies its own)
     slot: list[Any]  # ``[sample id, read, offset]`` of the sample being fetched (see ``iteration``)
+    fetch_many: FetchMany | None = None  # with ``fetch``: a subclass's read of a stride of samples at once
 
 
 def read_pass(
@@ -84,7 +85,11 @@ def _piece_blocks(
     more: Callable[[], np.ndarray | None],
     clock: PieceClock | None,
 ) -> Iterator[Iterable[Any]]:
-    per_sample = None if reading.fetch is None else PerSample(sample_ids, reading.fetch, reading.slot)
+    per_sample = (
+        None
+        if reading.fetch is None
+        else PerSample(sample_ids, reading.fetch, reading.slot, reading.fetch_many)
+    )
     blocks = sample_blocks(
         reading.access,
         shard_ids,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -20,10 +21,11 @@ import torch
 from stream_plugin.errors import ConfigError, EmptyStreamError, StateError
 from stream_plugin.reading.dataset import StreamingDataset
 from stream_plugin.reading.dataset_plan import SampleTable, StreamSamples
+from stream_plugin.reading.pass_reading import PassReading
 from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.reading.state import fingerprint as make_fingerprint
 from stream_plugin.reading.stream import Stream
-from stream_plugin.text.blocks import block_runs, blocks_per_shard, num_blocks, token_offsets
+from stream_plugin.text.blocks import block_runs, block_runs_many, blocks_per_shard, num_blocks, token_offsets
 from stream_plugin.text.documents import (
     document_lengths_from_bos,
     document_lengths_from_eos,
@@ -190,6 +192,74 @@ class StreamingTokenBlockDataset(StreamingDataset):
             item[name] = torch.from_numpy(getattr(documents, name))
         return item
 
+    def get_items(self, sample_ids: np.ndarray) -> Sequence[torch.Tensor | dict[str, torch.Tensor]]:
+        """Blocks ``sample_ids`` (global block ids), as ``get_item`` gives them one by one. The pass reads
+        through this, a stride of blocks per call: the stride's token runs are found with a few numpy
+        calls and copied into one ``(blocks, block_size + 1)`` array at once, whose rows are the items
+        (views of it: a block kept alive keeps its stride's array)."""
+        ids = np.asarray(sample_ids, np.int64).reshape(-1)  # (n,)
+        if self.document_fields or not len(ids):
+            return [self.get_item(sample_id) for sample_id in ids.tolist()]
+        parts = self._token_parts(ids)
+        dtypes = {part.dtype for part in parts}
+        if len(dtypes) > 1 and self._cast is None:  # samples stored with several dtypes: block by block
+            return [self.get_item(sample_id) for sample_id in ids.tolist()]
+        blocks = np.empty((len(ids), self.block_size + 1), self._cast or dtypes.pop())  # (n, block_size + 1)
+        np.concatenate(parts, out=blocks.reshape(-1))
+        return torch.from_numpy(blocks).unbind(0)
+
+    def _token_parts(self, ids: np.ndarray) -> list[np.ndarray]:
+        """The token runs of blocks ``ids`` in order (their concatenation is the blocks, one after another),
+        each a view of a sample's tokens (``TokenViews``)."""
+        first_block = self._first_block_per_stream
+        runs: tuple[np.ndarray, ...]  # (row, sample, begin, end, count), each (runs,)
+        if len(first_block) == 1:
+            runs = block_runs_many(self._token_offsets[0], self.block_size, ids)
+            samples = runs[1]  # (runs,) global sample ids: the one stream's are its local ones
+        else:
+            streams = np.searchsorted(first_block, ids, side="right") - 1  # (n,)
+            pieces = []
+            for stream in np.unique(streams).tolist():
+                rows = np.flatnonzero(streams == stream)  # (blocks of the stream,) positions in ids
+                row, sample, *rest = block_runs_many(
+                    self._token_offsets[stream], self.block_size, ids[rows] - first_block[stream]
+                )
+                pieces.append((rows[row], sample + self._first_sample_per_stream[stream], *rest))
+            order = np.argsort(np.concatenate([piece[0] for piece in pieces]), kind="stable")  # (runs,)
+            runs = tuple(np.concatenate([piece[field] for piece in pieces])[order] for field in range(5))
+            samples = runs[1]
+        first_per_shard = self.plan.shards.sample_offset_per_shard  # (shards + 1,)
+        shards = np.searchsorted(first_per_shard, samples, side="right") - 1  # (runs,)
+        indices = samples - first_per_shard[shards]  # (runs,) within the shard
+        access, views = self._shard_access(), self._token_views
+        if views.capacity is None:  # this process's first read
+            views.capacity = access.max_open
+        parts = []
+        current, kept, file = -1, None, None
+        for shard, index, begin, end, count in zip(
+            shards.tolist(), indices.tolist(), runs[2].tolist(), runs[3].tolist(), runs[4].tolist()
+        ):
+            if shard != current:
+                kept = views.of_shard(access.reader(shard), shard, index)
+                current, file = shard, kept.file
+            assert kept is not None
+            if file is not None:  # a slice of the shard's file
+                parts.append(kept.tail_of(index, begin, end, count))
+                continue
+            tokens = kept.samples[index]
+            if tokens is None:
+                tokens = views.read(kept, index, count)
+            parts.append(tokens[begin:end])
+        return parts
+
+    def _pass_reading(self) -> PassReading:
+        """The pass reads a stride of blocks per ``get_items`` call, unless a subclass fetches its items
+        one by one (it overrides ``get_item`` or ``__getitem__`` below this class's ``get_items``)."""
+        reading = super()._pass_reading()
+        if reading.fetch is None or not _defined_as_low(type(self), "get_items", reading.fetch.__name__):
+            return reading
+        return replace(reading, fetch_many=self.get_items)
+
     # ------------------------------------------------------------------ resumption
     def load_state_dict(self, obj: dict[str, Any] | None, *, strict: bool = True) -> None:
         """As ``StreamingDataset``'s; a state taken at another ``block_size`` is refused (``strict``).
@@ -206,6 +276,14 @@ class StreamingTokenBlockDataset(StreamingDataset):
                 "the same block count in the new blocks"
             )
         super().load_state_dict(obj, strict=strict)
+
+
+def _defined_as_low(kind: type, name: str, other: str) -> bool:
+    """Whether ``kind``'s ``name`` comes from a class at least as derived as its ``other``'s."""
+    owners = [
+        next(index for index, cls in enumerate(kind.__mro__) if key in vars(cls)) for key in (name, other)
+    ]
+    return owners[0] <= owners[1]
 
 
 def check_block_dtype(value: Any) -> BlockDtype:

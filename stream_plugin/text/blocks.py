@@ -64,3 +64,26 @@ def block_runs(offsets: np.ndarray, block_size: int, block: int) -> list[tuple[i
             runs.append((sample, begin, end, sample_end - sample_start))
         sample, sample_start = sample + 1, sample_end
     return runs
+
+
+def block_runs_many(
+    offsets: np.ndarray, block_size: int, blocks: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``block_runs`` of many blocks at once, as arrays with one entry per run, in the order of
+    ``blocks`` and then of the stream: ``(row, sample, begin, end, count)``, where ``row`` is the run's
+    position in ``blocks``. Empty samples are skipped."""
+    blocks = np.asarray(blocks, np.int64)  # (n,) stream-local block ids
+    starts = blocks * block_size  # (n,) first token of each block
+    stops = starts + block_size + 1  # (n,) one past its last token
+    first = offsets.searchsorted(starts, side="right") - 1  # (n,) the sample holding the first token
+    last = offsets.searchsorted(stops - 1, side="right") - 1  # (n,) the sample holding the last token
+    spans = last - first + 1  # (n,) samples each block touches, empty ones included
+    rows = np.repeat(np.arange(len(blocks)), spans)  # (runs,)
+    run_starts = np.cumsum(spans) - spans  # (n,) each block's first run
+    samples = np.arange(len(rows)) + np.repeat(first - run_starts, spans)  # (runs,) first, first + 1, ..
+    sample_start, sample_end = offsets[samples], offsets[samples + 1]  # (runs,) each
+    begin = np.maximum(starts[rows] - sample_start, 0)  # (runs,) within the sample
+    end = np.minimum(stops[rows], sample_end) - sample_start  # (runs,)
+    keep = end > begin  # (runs,) False for empty samples
+    count = sample_end - sample_start
+    return rows[keep], samples[keep], begin[keep], end[keep], count[keep]

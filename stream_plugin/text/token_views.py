@@ -10,7 +10,9 @@ decoded array. A block is then a few slices of these arrays and one copy into th
 Where the token column is an MDS shard's last column, stored as an ``ndarray`` of a fixed int dtype or
 as ``bytes``, each sample ends with its raw tokens, and the caller knows how many there are (the
 counted tokens): the first read of a sample is then a view of its tail (``tail_dtype``), without
-decoding the sample. The first such read of each shard is checked against the decoded sample.
+decoding the sample. The first such read of each shard is checked against the decoded sample. In a raw
+MDS shard, whose samples are views of one mapped file, a token run is then one slice of that file
+(``KeptShard.tail_of``), found from the shard's header of sample offsets, with no lookup per sample.
 
 The arrays of a shard are dropped when this process opens a new reader of it, and when more shards
 than ``capacity`` are kept (least recently used first), so the maps they point into are released
@@ -20,13 +22,42 @@ about when the shard access closes its readers (``ShardAccess.max_open``).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.reader import ShardReader
 from stream_plugin.text.token_counts import sample_tokens
+
+
+class KeptShard:
+    """What ``TokenViews`` keeps of one open shard: its reader, each sample's tokens once read (else
+    None), the tail dtype where samples end with their tokens, and, for an MDS shard with such a tail,
+    the whole file as bytes with its sample offsets (``tail_of``)."""
+
+    __slots__ = ("file", "offsets", "reader", "samples", "tail")
+
+    def __init__(
+        self,
+        reader: ShardReader,
+        tail: np.dtype[Any] | None,
+        file: np.ndarray | None,
+        offsets: list[int] | None,
+    ) -> None:
+        self.reader = reader
+        self.samples: list[np.ndarray | None] = [None] * reader.num_samples
+        self.tail = tail
+        self.file = file  # (file bytes,) uint8: the map the raw samples are views of
+        self.offsets = offsets  # (num_samples + 1,) each sample's first byte in it, then the end
+
+    def tail_of(self, index: int, begin: int, end: int, count: int) -> np.ndarray:
+        """Tokens ``[begin, end)`` of sample ``index`` (of ``count`` tokens) as a view of the file: one
+        slice, no lookup (only where ``file`` is kept)."""
+        assert self.file is not None and self.offsets is not None and self.tail is not None
+        size = self.tail.itemsize
+        stop = self.offsets[index + 1]
+        return self.file[stop - (count - begin) * size : stop - (count - end) * size].view(self.tail)
 
 
 class TokenViews:
@@ -39,44 +70,58 @@ class TokenViews:
         # Shards kept at most: the process's ``ShardAccess.max_open``, known once the process reads
         # (a DataLoader worker's access keeps fewer readers than the main process's would).
         self.capacity: int | None = None
-        # shard id -> (the reader the arrays come from, per sample: its tokens once read, else None,
-        # the tail dtype where samples end with their tokens)
-        self._shards: OrderedDict[int, tuple[ShardReader, list[np.ndarray | None], np.dtype[Any] | None]] = (
-            OrderedDict()
-        )
+        self._shards: OrderedDict[int, KeptShard] = OrderedDict()  # shard id -> what is kept of it
 
     def tokens(self, reader: ShardReader, shard: int, index: int, count: int) -> np.ndarray:
         """The ``count`` tokens of sample ``index`` (``count`` > 0, as counted for the sample)."""
-        found = self._shards.get(shard)
-        if found is None or found[0] is not reader:
-            found = (reader, [None] * reader.num_samples, self._checked_tail(reader, index))
-            self._shards[shard] = found
+        kept = self.of_shard(reader, shard, index)
+        tokens = kept.samples[index]
+        return self.read(kept, index, count) if tokens is None else tokens
+
+    def of_shard(self, reader: ShardReader, shard: int, index: int) -> KeptShard:
+        """What is kept of shard ``shard`` open in ``reader``; on the shard's first read here (or a new
+        reader of it), sample ``index`` checks its tail."""
+        kept = self._shards.get(shard)
+        if kept is None or kept.reader is not reader:
+            kept = self._checked(reader, index)
+            self._shards[shard] = kept
             if len(self._shards) > (self.capacity or 1):
                 self._shards.popitem(last=False)
-        samples, tail = found[1], found[2]
-        tokens = samples[index]
-        if tokens is None:
-            if tail is not None:
-                raw = reader.raw_sample(index)
-                tokens = np.frombuffer(raw, tail, count, len(raw) - count * tail.itemsize)
-            else:
-                tokens = sample_tokens(reader.read(index), self._column, self._token_encoding_type)
-            samples[index] = tokens
+        return kept
+
+    def read(self, kept: KeptShard, index: int, count: int) -> np.ndarray:
+        """Read the ``count`` tokens of sample ``index`` of ``kept`` and keep them there."""
+        tail = kept.tail
+        if kept.file is not None:
+            tokens = kept.tail_of(index, 0, count, count)
+        elif tail is not None:
+            raw = kept.reader.raw_sample(index)
+            tokens = np.frombuffer(raw, tail, count, len(raw) - count * tail.itemsize)
+        else:
+            tokens = sample_tokens(kept.reader.read(index), self._column, self._token_encoding_type)
+        kept.samples[index] = tokens
         return tokens
 
-    def _checked_tail(self, reader: ShardReader, index: int) -> np.dtype[Any] | None:
-        """``tail_dtype`` of the shard, if reading sample ``index``'s tail gives its decoded tokens."""
+    def _checked(self, reader: ShardReader, index: int) -> KeptShard:
+        """A ``KeptShard`` for ``reader``: with the ``tail_dtype`` if reading sample ``index``'s tail gives
+        its decoded tokens, and with the whole file if reading it there does too."""
         dtype = tail_dtype(reader.entry, self._column, self._token_encoding_type)
         if dtype is None:
-            return None
+            return KeptShard(reader, None, None, None)
         decoded = sample_tokens(reader.read(index), self._column, self._token_encoding_type)
         raw = reader.raw_sample(index)
         size = decoded.size * dtype.itemsize
         if size > len(raw) or not np.array_equal(
             np.frombuffer(raw, dtype, decoded.size, len(raw) - size), decoded
         ):
-            return None
-        return dtype
+            return KeptShard(reader, None, None, None)
+        file, offsets = mds_file_of(reader)
+        kept = KeptShard(reader, dtype, file, offsets)
+        if file is not None and not np.array_equal(
+            kept.tail_of(index, 0, decoded.size, decoded.size), decoded
+        ):
+            kept = KeptShard(reader, dtype, None, None)
+        return kept
 
     def clear(self) -> None:
         """Drop every kept array (their maps are released once no other array points into them)."""
@@ -87,6 +132,28 @@ class TokenViews:
         state["_shards"] = OrderedDict()  # arrays of this process's maps never travel to another
         state["capacity"] = None
         return state
+
+
+def mds_file_of(reader: ShardReader) -> tuple[np.ndarray | None, list[int] | None]:
+    """The whole raw MDS shard file that ``reader``'s raw samples are views of, as uint8, and its sample
+    offsets (the header's ``uint32 N, uint32 O[0..N]``); ``(None, None)`` where the raw samples are not
+    views of such a file (then samples are read one by one)."""
+    if reader.entry.format != "mds" or not reader.num_samples:
+        return None, None
+    raw = reader.raw_sample(0)
+    try:
+        file = np.frombuffer(cast(Any, raw.obj), np.uint8)
+    except (TypeError, ValueError):
+        return None, None
+    samples = reader.num_samples
+    table_end = 4 + 4 * (samples + 1)
+    if len(file) < table_end or int(file[:4].view("<u4")[0]) != samples:
+        return None, None
+    offsets: list[int] = file[4:table_end].view("<u4").tolist()
+    first, stop = offsets[0], offsets[1]
+    if stop > len(file) or stop - first != len(raw) or file[first:stop].tobytes() != raw.tobytes():
+        return None, None
+    return file, offsets
 
 
 def tail_dtype(entry: ShardEntry, column: str, token_encoding_type: str) -> np.dtype[Any] | None:
@@ -109,4 +176,4 @@ def tail_dtype(entry: ShardEntry, column: str, token_encoding_type: str) -> np.d
     return dtype.newbyteorder("<") if dtype.kind in "iu" else None
 
 
-__all__ = ["TokenViews", "tail_dtype"]
+__all__ = ["KeptShard", "TokenViews", "mds_file_of", "tail_dtype"]
