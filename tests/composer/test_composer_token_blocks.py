@@ -156,15 +156,17 @@ def train(data: Path, root: Path, *, max_duration: str, save_interval: str | Non
 
 
 def test_token_block_run_resumes_mid_epoch_exactly_and_counts_llm_foundrys_tokens(data: Path, tmp_path: Path) -> None:
-    reference, tokens = train(data, tmp_path / "reference", max_duration="2ep")
     per_epoch = len(reference_blocks("eos")) // BATCH  # drop_last
-    assert len(reference) == 2 * per_epoch
-    assert tokens == len(reference) * BATCH * MAX_SEQ_LEN  # attention-mask ones, as llm-foundry counts
+    end, saved = per_epoch + 6, per_epoch + 3  # the checkpoint is 3 batches into epoch 1
+    reference, tokens = train(data, tmp_path / "reference", max_duration=f"{end}ba")
+    assert len(reference) == end
+    assert [batch[0] for batch in reference] == [0] * per_epoch + [1] * 6
+    assert tokens == end * BATCH * MAX_SEQ_LEN  # max_seq_len per block, as llm-foundry counts
 
     root = tmp_path / "resumed"
-    train(data, root, max_duration=f"{per_epoch + 6}ba", save_interval=f"{per_epoch + 3}ba")
-    checkpoint = root / "checkpoints" / f"ep1-ba{per_epoch + 3}-rank0.pt"  # 3 batches into epoch 1
+    train(data, root, max_duration=f"{saved}ba", save_interval=f"{saved}ba")
+    checkpoint = root / "checkpoints" / f"ep1-ba{saved}-rank0.pt"
     assert checkpoint.exists(), sorted(path.name for path in checkpoint.parent.iterdir())
-    resumed, resumed_tokens = train(data, root, max_duration="2ep", load_path=str(checkpoint))
+    resumed, resumed_tokens = train(data, root, max_duration=f"{end}ba", load_path=str(checkpoint))
     assert_same_history(resumed, reference)
     assert resumed_tokens == tokens
