@@ -118,9 +118,10 @@ def _loader(library: str, folder: str, shuffle: bool, num_workers: int) -> Any:
 def _litdata_ready() -> str | None:
     """Why litdata's Parquet path cannot run here, or None."""
     try:
+        import litdata  # noqa: F401
         import polars  # noqa: F401
     except ImportError as error:
-        return f"{error}: pip install polars in .venv-peers"
+        return f"{error}: run under .venv-peers, with polars installed"
     return None
 
 

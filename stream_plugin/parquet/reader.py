@@ -3,12 +3,12 @@
 The local copy holds the shard's column chunks back to back, then the file's footer. pyarrow reads it
 through ``RangeFile``, which maps each read at an offset of the original file onto the copy (pyarrow
 reads only inside column chunks once it has the metadata). A local-only stream reads the Parquet file
-in place. Each row group is decoded whole on its first read and kept while the shard is open.
+in place. The shard's row groups are read and decoded together on its first read, and kept while it
+is open; ``rows.row_reader`` then makes each sample's dict.
 """
 
 from __future__ import annotations
 
-import bisect
 import io
 import mmap
 import os
@@ -26,6 +26,7 @@ from stream_plugin.parquet.download import check_unchanged
 from stream_plugin.parquet.entries import parquet_shard
 from stream_plugin.parquet.footer import parse_footer
 from stream_plugin.parquet.layout import Segments, leaves_per_column, shard_ranges
+from stream_plugin.parquet.rows import RowRead, row_reader
 
 
 class RangeFile(io.RawIOBase):
@@ -84,14 +85,15 @@ class ParquetShardReader:
         self._columns = list(self._shard.read_columns)
         check_schema(arrow_schema, self._columns, source=self._source)
         self._features = hub_features(arrow_schema)
-        rows = [metadata.row_group(group).num_rows for group in self._shard.row_groups]
-        self._starts = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64).tolist()  # (groups + 1,)
-        if self._starts[-1] != entry.samples:
+        rows = sum(metadata.row_group(group).num_rows for group in self._shard.row_groups)
+        if rows != entry.samples:
             raise ShardIntegrityError(
-                f"{self._source}: expected {entry.samples} rows as index.json records, found {self._starts[-1]} "
-                "in its row groups; the file changed: index the data again"
+                f"{self._source}: expected {entry.samples} rows as index.json records, found {rows} in its row "
+                "groups; the file changed: index the data again"
             )
-        self._decoded: dict[int, DecodedRows] = {}
+        self._decoded: DecodedRows | None = None
+        self.read: RowRead = self._first_read
+        """One sample (``read(index)``): each column's value in its row. The first call decodes the shard."""
 
     def _open(self, folder: Path) -> pq.ParquetFile:
         shard = self._shard
@@ -115,43 +117,44 @@ class ParquetShardReader:
         virtual = RangeFile(self._map, segments, shard.file_bytes, source=str(path))
         return pq.ParquetFile(pa.PythonFile(virtual, mode="r"), metadata=metadata)
 
-    def _rows(self, group: int) -> DecodedRows:
-        """Row group ``group`` of the shard (0-based within it), decoded on first use."""
-        found = self._decoded.get(group)
-        if found is None:
+    def _rows(self) -> DecodedRows:
+        """The shard's rows, decoded on first use (its row groups read in one call) and kept while open."""
+        if self._decoded is None:
             if self._file is None:
                 raise FormatError(f"{self._source}: expected an open reader, found it closed; open the shard again")
-            table = self._file.read_row_group(
-                self._shard.row_groups.start + group, columns=self._columns, use_threads=False
-            )
-            found = self._decoded[group] = decode_table(table, self._features)
-        return found
+            table = self._file.read_row_groups(list(self._shard.row_groups), columns=self._columns, use_threads=False)
+            self._decoded = decode_table(table, self._features)
+            values = [self._decoded.columns[name] for name in self._columns]
+            self.read = row_reader(self._columns, values, self.num_samples, self._out_of_range)
+        return self._decoded
 
-    def _locate(self, index: int) -> tuple[int, int]:
-        if not 0 <= index < self.num_samples:
-            raise IndexError(f"{self._source}: expected a sample index in [0, {self.num_samples}), found {index}")
-        group = bisect.bisect_right(self._starts, index) - 1
-        return group, index - self._starts[group]
+    def _first_read(self, index: int) -> dict[str, Any]:
+        self._rows()
+        return self.read(index)
 
-    def read(self, index: int) -> dict[str, Any]:
-        """One sample: each column's value in its row."""
-        group, row = self._locate(int(index))
-        columns = self._rows(group).columns
-        return {name: values[row] for name, values in columns.items()}
+    def _out_of_range(self, index: int) -> None:
+        raise IndexError(f"{self._source}: expected a sample index in [0, {self.num_samples}), found {index}")
 
     def read_many(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """Several samples, in the order given."""
-        return [self.read(index) for index in np.asarray(indices, np.int64).reshape(-1).tolist()]
+        self._rows()
+        read = self.read
+        return [read(index) for index in np.asarray(indices, np.int64).reshape(-1).tolist()]
 
     def read_columns(self, indices: Sequence[int] | np.ndarray) -> dict[str, np.ndarray | list[Any]]:
         """Several samples column by column: arrays for the numeric columns, lists for the others."""
-        samples = self.read_many(indices)
-        columns: dict[str, np.ndarray | list[Any]] = {}
-        for name in self._columns:
-            values = [sample[name] for sample in samples]
-            first = self._rows(0).columns[name] if self.num_samples else []
-            columns[name] = np.asarray(values) if isinstance(first, np.ndarray) else values
-        return columns
+        wanted = np.asarray(indices, np.int64).reshape(-1)  # (k,)
+        if wanted.size and (int(wanted.min()) < 0 or int(wanted.max()) >= self.num_samples):
+            self._out_of_range(int(wanted.max()) if int(wanted.max()) >= self.num_samples else int(wanted.min()))
+        rows = self._rows().columns
+        positions = wanted.tolist()
+        return {
+            name: values[wanted] if isinstance(values, np.ndarray) else [values[i] for i in positions]
+            for name, values in ((name, rows[name]) for name in self._columns)
+        }
+
+    def _closed_read(self, index: int) -> dict[str, Any]:
+        raise FormatError(f"{self._source}: expected an open reader, found it closed; open the shard again")
 
     def raw_sample(self, index: int) -> memoryview:
         raise FormatError(
@@ -160,7 +163,8 @@ class ParquetShardReader:
         )
 
     def close(self) -> None:
-        self._decoded.clear()
+        self._decoded = None
+        self.read = self._closed_read
         self._file = None
         if self._map is not None:
             self._map.close()
