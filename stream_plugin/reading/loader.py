@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import torch
 from torch.utils.data import DataLoader, default_collate
 
 from stream_plugin.collectives import distributed
@@ -28,8 +29,13 @@ def collate_zero_copy(batch: list[Any]) -> Any:
     """``default_collate`` without its warning about read-only arrays.
 
     ``ndarray`` columns are zero-copy, read-only views of the shard; collate copies them when it
-    stacks the batch, so the warning PyTorch prints once per process is noise.
+    stacks the batch, so the warning PyTorch prints once per process is noise. A batch of plain tensors
+    (token blocks) is stacked at once, into ordinary memory also in a worker: ``default_collate`` would
+    stack it into a new shared-memory segment there, which ``PackedCollate`` does not need (it copies
+    the batch into its region, or inside the pickle).
     """
+    if type(batch[0]) is torch.Tensor:
+        return torch.stack(batch)
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message="The given NumPy array is not writable", category=UserWarning

@@ -6,7 +6,9 @@ new shared-memory segment whose file descriptor the main process then fetches ov
 the pickle, copied four times on the way. ``PackedCollate`` wraps the loader's collate function and,
 in a worker only, rewrites the batch just before it is pickled:
 
-- a small CPU tensor travels by value, inside the pickle;
+- a CPU tensor travels through the iterator's ``SharedRegion`` where its workers were forked with one
+  (from ``REGION_TENSOR_BYTES``: the worker copies it into its batch's slot, the main process copies it
+  out), else by value inside the pickle when small, else by torch's own path;
 - a list of ``bytes`` that is large in total (``SHARED_BYTES_MIN``) travels through shared memory:
   a slot of the iterator's ``SharedRegion`` where its workers were forked with one (the worker writes
   the items there and sends only their offsets, the batch marked as a ``RegionBatch``), else a shared
@@ -36,7 +38,11 @@ from torch.utils.data import get_worker_info
 
 from stream_plugin.reading.heap import settle_heap
 
-SMALL_TENSOR_BYTES = 64 * 1024  # tensors up to this size travel inside the pickle
+SMALL_TENSOR_BYTES = 64 * 1024  # tensors up to this size travel inside the pickle (without a region)
+# With a region, tensors from this size travel through it: a batch of 8 token blocks of 2,049 int32 is
+# 65,568 bytes, and through torch's path each batch paid a new shared-memory segment and a handshake.
+REGION_TENSOR_BYTES = 4096
+_ALIGN = 64  # each item of a batch starts at a multiple of this in its slot
 SHARED_BYTES_MIN = 1 << 20  # lists of bytes from this total size travel through a shared block
 POOLED_BLOCKS = 4  # per worker: a batch in flight per prefetch slot (prefetch_factor=2), plus slack
 REGION_SLOT_BYTES = 128 << 20  # the largest batch of bytes a region slot takes (address space, not memory)
@@ -164,38 +170,57 @@ class SharedRegion:
         return None
 
     def put(self, worker: int, items: list[bytes], size: int) -> BytesInRegion | None:
-        """``items`` (``size`` bytes in all) written to a free slot, as they travel; None if none fits."""
+        """``items`` (``size`` bytes in all) written to a free slot of their own, as they travel; None if
+        none fits. (A worker's ``PackedCollate`` puts all of a batch's items in one slot instead.)"""
         offset = self.take(worker, size)
         if offset is None:
             return None
+        return self.write_bytes(offset + _HEADER, items, slot=offset)
+
+    def write_bytes(self, at: int, items: list[bytes], *, slot: int) -> BytesInRegion:
+        """``items`` written from offset ``at`` of slot ``slot`` (taken, with room for them)."""
         memory = self.memory
-        memory.seek(offset + _HEADER)
+        memory.seek(at)
         deque(map(memory.write, items), maxlen=0)  # one C-level pass: no Python code per item
-        return BytesInRegion(list(itertools.accumulate(map(len, items), initial=offset + _HEADER)))
+        return BytesInRegion(list(itertools.accumulate(map(len, items), initial=at)), slot)
+
+    def write_tensor(self, at: int, tensor: torch.Tensor, *, slot: int) -> TensorInRegion:
+        """A contiguous copy of ``tensor`` written from offset ``at`` of slot ``slot`` (taken, with room)."""
+        flat = tensor.contiguous().reshape(-1).view(torch.uint8)  # (bytes,)
+        self.memory[at : at + flat.numel()] = flat.numpy().data
+        return TensorInRegion(at, tensor.dtype, tuple(tensor.shape), slot)
 
     def receive(self, batch: Any) -> Any:
-        """``batch`` as its workers collated it: a ``RegionBatch``'s lists of bytes copied out of this
-        region (their slots freed), anything else as it is."""
+        """``batch`` as its workers collated it: a ``RegionBatch``'s lists of bytes and tensors copied
+        out of this region (their slots freed), anything else as it is."""
         if type(batch) is not RegionBatch:
             return batch
-        return self._copy_out(batch.batch)
+        slots: set[int] = set()
+        received = self._copy_out(batch.batch, slots)
+        for slot in slots:  # after the copies: the worker may write its next batch there
+            self.memory[slot] = _FREE
+        return received
 
-    def _copy_out(self, value: Any) -> Any:
-        """``value`` with each ``BytesInRegion`` replaced by its items, through the containers that
-        ``PackedCollate._pack`` descends into."""
+    def _copy_out(self, value: Any, slots: set[int]) -> Any:
+        """``value`` with each ``BytesInRegion`` and ``TensorInRegion`` replaced by what it stands for,
+        through the containers that ``PackedCollate._pack`` descends into; their slots added to ``slots``."""
         kind = type(value)
+        if kind is TensorInRegion:
+            slots.add(value.slot)
+            tensor = torch.empty(value.shape, dtype=value.dtype)
+            flat = tensor.reshape(-1).view(torch.uint8).numpy()  # (bytes,)
+            flat[:] = np.frombuffer(self.memory, np.uint8, len(flat), value.offset)
+            return tensor
         if kind is BytesInRegion:
+            slots.add(value.slot)
             ends = value.ends
-            memory = self.memory
-            items = list(map(memory.__getitem__, map(slice, ends[:-1], ends[1:])))
-            memory[ends[0] - _HEADER] = _FREE  # after the copies: the worker may write its next batch here
-            return items
+            return list(map(self.memory.__getitem__, map(slice, ends[:-1], ends[1:])))
         if kind is dict:
-            return {key: self._copy_out(item) for key, item in value.items()}
+            return {key: self._copy_out(item, slots) for key, item in value.items()}
         if kind is tuple:
-            return tuple(self._copy_out(item) for item in value)
-        if kind is list and value and type(value[0]) in (BytesInRegion, dict, list, tuple):
-            return [self._copy_out(item) for item in value]
+            return tuple(self._copy_out(item, slots) for item in value)
+        if kind is list and value and type(value[0]) in (BytesInRegion, TensorInRegion, dict, list, tuple):
+            return [self._copy_out(item, slots) for item in value]
         return value
 
     def close(self) -> None:
@@ -205,15 +230,33 @@ class SharedRegion:
 
 class BytesInRegion:
     """A list of bytes that a worker wrote to a region slot, as it travels: the items' end offsets
-    (``ends[0]`` is where the first item starts). Only the region's ``receive`` reads it."""
+    (``ends[0]`` is where the first item starts) and the slot's offset (by default the one ``ends[0]``
+    starts). Only the region's ``receive`` reads it."""
 
-    __slots__ = ("ends",)
+    __slots__ = ("ends", "slot")
 
-    def __init__(self, ends: list[int]) -> None:
+    def __init__(self, ends: list[int], slot: int | None = None) -> None:
         self.ends = ends
+        self.slot = ends[0] - _HEADER if slot is None else slot
 
-    def __reduce__(self) -> tuple[type[BytesInRegion], tuple[list[int]]]:
-        return BytesInRegion, (self.ends,)
+    def __reduce__(self) -> tuple[type[BytesInRegion], tuple[list[int], int]]:
+        return BytesInRegion, (self.ends, self.slot)
+
+
+class TensorInRegion:
+    """A tensor that a worker wrote to a region slot, as it travels: where its bytes start, its dtype and
+    shape, and the slot's offset. Only the region's ``receive`` reads it (into a new tensor)."""
+
+    __slots__ = ("dtype", "offset", "shape", "slot")
+
+    def __init__(self, offset: int, dtype: torch.dtype, shape: tuple[int, ...], slot: int) -> None:
+        self.offset = offset
+        self.dtype = dtype
+        self.shape = shape
+        self.slot = slot
+
+    def __reduce__(self) -> tuple[type[TensorInRegion], tuple[int, torch.dtype, tuple[int, ...], int]]:
+        return TensorInRegion, (self.offset, self.dtype, self.shape, self.slot)
 
 
 class RegionBatch:
@@ -268,7 +311,8 @@ class PackedCollate:
         self.collate = collate
         self._pool = _BlockPool()
         self._worker_ready = False
-        self._in_region = False  # the batch being packed has parts in the region
+        self._slot: int | None = None  # the region slot of the batch being packed, once it has one
+        self._cursor = 0  # where its next item goes in that slot
         # Set by the iterator just before it forks its workers, which keep it; unset in the main process.
         self.region: SharedRegion | None = None
 
@@ -278,9 +322,9 @@ class PackedCollate:
         if not self._worker_ready:
             settle_heap(in_worker=True)
             self._worker_ready = True
-        self._in_region = False
+        self._slot = None
         packed = self._pack(self.collate(samples))
-        return RegionBatch(packed) if self._in_region else packed
+        return packed if self._slot is None else RegionBatch(packed)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"collate": self.collate}  # a spawned worker starts with its own empty pool, no region
@@ -289,13 +333,22 @@ class PackedCollate:
         self.collate = state["collate"]
         self._pool = _BlockPool()
         self._worker_ready = False
-        self._in_region = False
+        self._slot = None
+        self._cursor = 0
         self.region = None
 
     def _pack(self, value: Any) -> Any:
         kind = type(value)
         if kind is torch.Tensor:
-            return _TensorByValue(value) if _travels_by_value(value) else value
+            if not _plain_cpu(value):
+                return value
+            size = value.numel() * value.element_size()
+            if size >= REGION_TENSOR_BYTES:
+                at = self._region_space(size)
+                if at is not None:
+                    assert self.region is not None and self._slot is not None
+                    return self.region.write_tensor(at, value, slot=self._slot)
+            return _TensorByValue(value) if size <= SMALL_TENSOR_BYTES else value
         if kind is dict:
             return {key: self._pack(item) for key, item in value.items()}
         if kind is tuple:
@@ -308,6 +361,23 @@ class PackedCollate:
                 return [self._pack(item) for item in value]
         return value
 
+    def _region_space(self, size: int) -> int | None:
+        """Where the batch being packed may write ``size`` more bytes in its region slot (taken at its
+        first item): None without a region, or when the slot is full or none is free."""
+        region, info = self.region, get_worker_info()
+        if region is None or info is None:
+            return None
+        if self._slot is None:
+            slot = region.take(info.id, size)
+            if slot is None:
+                return None
+            self._slot, self._cursor = slot, slot + _HEADER
+        at = -(-self._cursor // _ALIGN) * _ALIGN
+        if at + size > self._slot + region.slot_bytes:
+            return None
+        self._cursor = at + size
+        return at
+
     def _pack_bytes(self, items: list[Any]) -> Any:
         # C-level checks: a batch of small samples (the common case) passes through at once.
         if set(map(type, items)) != {bytes}:
@@ -315,12 +385,10 @@ class PackedCollate:
         total = sum(map(len, items))
         if total < SHARED_BYTES_MIN:
             return items
-        info = get_worker_info()
-        if self.region is not None and info is not None:
-            in_region = self.region.put(info.id, items, total)
-            if in_region is not None:
-                self._in_region = True
-                return in_region
+        at = self._region_space(total)
+        if at is not None:
+            assert self.region is not None and self._slot is not None
+            return self.region.write_bytes(at, items, slot=self._slot)
         sizes = np.fromiter(map(len, items), np.int64, len(items))
         ends = (np.cumsum(sizes) + _HEADER).tolist()
         block = self._pool.take(_HEADER + total)
@@ -332,7 +400,8 @@ class PackedCollate:
         return _BytesInBlock(block, ends)
 
 
-def _travels_by_value(tensor: torch.Tensor) -> bool:
+def _plain_cpu(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor``'s values are all it carries (so its bytes can travel instead of it)."""
     return (
         tensor.device.type == "cpu"
         and tensor.layout == torch.strided
@@ -340,5 +409,4 @@ def _travels_by_value(tensor: torch.Tensor) -> bool:
         and not tensor.is_quantized
         and not tensor.is_conj()
         and not tensor.is_neg()
-        and tensor.numel() * tensor.element_size() <= SMALL_TENSOR_BYTES
     )
