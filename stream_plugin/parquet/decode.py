@@ -1,8 +1,9 @@
 """Arrow columns to sample values, a whole column chunk at a time (never ``.as_py()`` per cell).
 
-Each column of a decoded row group becomes either a numpy array (numbers, bools, timestamps, dates:
-one value per row) or a Python list (strings, binary, structs, maps, nested lists, lists of numbers as
-ndarray views, the Hub's ``Image`` feature as PIL images on read). ``check_schema`` refuses, before
+Each column of a decoded row group becomes a numpy array (numbers, bools, timestamps, dates: one value
+per row), a ``BufferColumn`` (strings and binary without nulls: the Arrow buffers, each row sliced when
+read) or a Python list (structs, maps, nested lists, lists of numbers as ndarray views, the Hub's
+``Image`` feature as PIL images on read, any column with nulls). ``check_schema`` refuses, before
 anything is read, a type this module cannot decode, naming the column and its Arrow type.
 """
 
@@ -101,7 +102,40 @@ def _number_lists(column: pa.Array) -> list[Any]:
     return values
 
 
-def decode_column(column: pa.ChunkedArray | pa.Array, feature: str | None) -> Values:
+@dataclass(frozen=True)
+class BufferColumn:
+    """A string or binary column kept as its Arrow buffers: each row is sliced (and, for text,
+    decoded) when read, as an MDS ``str`` or ``bytes`` column is. A worker that reads a part of a
+    shard pays for that part only."""
+
+    offsets: list[int]  # (rows + 1,): each row's start in ``data``, then the last row's end
+    data: bytes
+    text: bool
+
+    def __getitem__(self, index: int) -> str | bytes:
+        cell = self.data[self.offsets[index] : self.offsets[index + 1]]
+        return cell.decode("utf-8") if self.text else cell
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+def _buffer_column(array: pa.Array) -> BufferColumn | None:
+    """``array`` as a ``BufferColumn`` when it is a string or binary array without nulls."""
+    arrow_type = array.type
+    text = pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+    if array.null_count or not (text or pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type)):
+        return None
+    _, offset_buffer, data = array.buffers()
+    if offset_buffer is None:  # an empty array
+        return BufferColumn([0], b"", text)
+    large = pa.types.is_large_string(arrow_type) or pa.types.is_large_binary(arrow_type)
+    every = np.frombuffer(offset_buffer, np.int64 if large else np.int32)  # the whole buffer's offsets
+    offsets = every[array.offset : array.offset + len(array) + 1]  # (rows + 1,): positions in ``data``
+    return BufferColumn(offsets.tolist(), b"" if data is None else data.to_pybytes(), text)
+
+
+def decode_column(column: pa.ChunkedArray | pa.Array, feature: str | None) -> Values | BufferColumn:
     """One column of a row group as per-row values (see the module docstring)."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     arrow_type = array.type
@@ -115,6 +149,9 @@ def decode_column(column: pa.ChunkedArray | pa.Array, feature: str | None) -> Va
         return array.to_numpy(zero_copy_only=False)
     if _is_number_list(arrow_type):
         return _number_lists(array)
+    buffers = _buffer_column(array)
+    if buffers is not None:
+        return buffers
     values = array.to_pylist()
     if feature == "Image" and pa.types.is_struct(arrow_type):
         return LazyImages(values)
@@ -148,7 +185,7 @@ def _image(cell: Any) -> Any:
 class DecodedRows:
     """A decoded run of rows: each column's per-row values."""
 
-    columns: Mapping[str, Values]
+    columns: Mapping[str, Values | BufferColumn]
     num_rows: int
 
 
@@ -158,4 +195,4 @@ def decode_table(table: pa.Table, features: Mapping[str, str]) -> DecodedRows:
     return DecodedRows(columns, table.num_rows)
 
 
-__all__ = ["DecodedRows", "LazyImages", "UnsupportedColumnError", "check_schema", "decode_column", "decode_table", "hub_features"]
+__all__ = ["BufferColumn", "DecodedRows", "LazyImages", "UnsupportedColumnError", "check_schema", "decode_column", "decode_table", "hub_features"]

@@ -134,3 +134,14 @@ def test_read_columns_gives_arrays_for_numbers_and_lists_for_the_rest(tmp_path: 
     with pytest.raises(IndexError, match=r"expected a sample index in \[0, 6\), found 6"):
         reader.read(6)
     reader.close()
+
+
+@pytest.mark.parametrize("arrow_type", [pa.string(), pa.large_string(), pa.binary(), pa.large_binary()])
+def test_string_and_binary_columns_read_each_row_from_the_buffers_of_a_slice(arrow_type: pa.DataType) -> None:
+    from stream_plugin.parquet.decode import decode_column
+
+    values = ["a", "bc", "", "déf"]
+    cells = [value if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) else value.encode() for value in values]
+    column = decode_column(pa.array(cells, arrow_type).slice(1, 3), None)
+    assert [column[i] for i in range(3)] == cells[1:]
+    assert [decode_column(pa.array([], arrow_type), None)[i] for i in range(0)] == []
