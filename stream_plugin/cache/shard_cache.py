@@ -66,7 +66,8 @@ class ShardCache:
         if self._remote is not None:
             claim_folder(self._control, self._remote, config.local)
         self._stats, self._record = self._statistics(stats)
-        downloader = self._downloader()
+        policy = RetryPolicy.from_mosaic(config.download_retry, config.download_timeout, config.throttle_deadline)
+        downloader = self._downloader(policy)
         self._index = RemoteIndex(config, self._control, downloader)
         self._index_name = INDEX_BASENAME
         self._shards = KnownShards(
@@ -76,9 +77,7 @@ class ShardCache:
             self._local,
             downloader,
             self._record,
-            attempts=RetryPolicy.from_mosaic(
-                config.download_retry, config.download_timeout, config.throttle_deadline
-            ).attempts,
+            attempts=policy.attempts,
             keep_zip=config.keep_zip,
             validate_hash=config.validate_hash,
         )
@@ -285,12 +284,10 @@ class ShardCache:
 
     # -- internals --------------------------------------------------------------------------------
 
-    def _downloader(self) -> Downloader | None:
+    def _downloader(self, policy: RetryPolicy) -> Downloader | None:
         """Requests to the remote's store, paced by one request rate every process of the node shares."""
         if self._store is None:
             return None
-        config = self._config
-        policy = RetryPolicy.from_mosaic(config.download_retry, config.download_timeout, config.throttle_deadline)
         assert self._remote is not None
         throttle = NodeThrottle.for_node(self._control.throttle, self._remote)
         return Downloader(
@@ -298,7 +295,7 @@ class ShardCache:
             self._remote,
             policy,
             throttle,
-            timeout=config.download_timeout,
+            timeout=self._config.download_timeout,
             on_retry=self._record.record_retry,
         )
 
