@@ -16,7 +16,6 @@ the cache's do: unlinking one while a process waits on it would let two holders 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -25,8 +24,9 @@ import numpy as np
 
 from stream_plugin.cache.locks import CONTROL_DIRNAME, locked
 from stream_plugin.fileio import publish, temporary_sibling
+from stream_plugin.redaction import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 Spans = tuple[np.ndarray, np.ndarray]  # (first, last): int64 (num_shards,) each
 _KEEP_FILES = 8  # a few passes of every dataset sharing the folder
