@@ -22,10 +22,12 @@ import time
 from pathlib import Path
 
 from benchmarks import (
+    bench_bytes,
     bench_cold,
     bench_convert,
     bench_egress,
     bench_egress_epochs,
+    bench_images,
     bench_iterate,
     bench_order,
     bench_parquet,
@@ -52,6 +54,8 @@ FIGURES = {
         bench_egress_epochs,
         bench_convert,
         bench_tokens,
+        bench_images,
+        bench_bytes,
         bench_parquet,
         bench_simulate,
     )

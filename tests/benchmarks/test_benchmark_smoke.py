@@ -27,6 +27,8 @@ FIGURE_TITLES = (
     "Epoch-order build time and memory",
     "Egress: downloaded bytes per node for one epoch",
     "Token-block throughput (pre-training blocks across document boundaries)",
+    "Image pipeline (the seeds' benchmark: JPEG, RandomResizedCrop, flip, float; batch 64, 2 workers)",
+    "Large bytes samples in order, without a copy (10k x 100 KiB, 0 workers)",
     "Simulation: MosaicML's example side by side, and a billion-sample epoch (issue 29)",
     "A billion-sample epoch: time and memory",
 )
@@ -73,7 +75,7 @@ def test_smoke_measures_ours_and_the_bare_ceiling_only(smoke_run: Path) -> None:
 
 def test_smoke_stores_each_figure_with_its_command(smoke_run: Path) -> None:
     stored = {path.stem: json.loads(path.read_text()) for path in (smoke_run / "results").glob("*.json")}
-    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress", "egress_epochs", "convert", "tokens", "simulate"}
+    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress", "egress_epochs", "convert", "tokens", "images", "bytes", "simulate"}
     for record in stored.values():
         assert record["command"].startswith("./benchmarks/run --smoke ")
         assert record["machine"][0].startswith("- machine: ")
