@@ -115,7 +115,9 @@ class ParquetShardReader:
                 f"found {len(self._map)}; delete it to download it again"
             )
         virtual = RangeFile(self._map, segments, shard.file_bytes, source=str(path))
-        return pq.ParquetFile(pa.PythonFile(virtual, mode="r"), metadata=metadata)
+        # pre_buffer=False: each column chunk is read on its own. With it (pyarrow's default), chunks of
+        # several row groups are read as one span, across the chunks of the columns left out.
+        return pq.ParquetFile(pa.PythonFile(virtual, mode="r"), metadata=metadata, pre_buffer=False)
 
     def _rows(self) -> DecodedRows:
         """The shard's rows, decoded on first use (its row groups read in one call) and kept while open."""

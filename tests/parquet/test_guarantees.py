@@ -154,3 +154,13 @@ def test_an_index_kept_elsewhere_reads_its_shards_from_the_source(parquet_dir: P
     assert _ids(remote) == _ids(_dataset(parquet_dir, tmp_path / "beside"))
     in_place = StreamingDataset(local=str(tmp_path / "my-index"), batch_size=8)
     assert sorted(int(sample["id"]) for sample in in_place) == list(range(TOTAL))
+
+
+def test_columns_with_gaps_between_them_read_shards_of_several_row_groups(parquet_dir: Path, tmp_path: Path) -> None:
+    from stream_plugin.parquet import index_parquet
+
+    index_parquet(parquet_dir, shard_bytes=1 << 20)  # 4 shards of 3 row groups; 'text' lies between the two
+    dataset = _dataset(parquet_dir, tmp_path / "cache", columns=["id", "score"])
+    samples = list(dataset)
+    assert sorted(int(sample["id"]) for sample in samples) == list(range(TOTAL))
+    assert all(sample["score"] == sample["id"] / 2 for sample in samples)
