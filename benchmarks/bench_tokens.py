@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,8 @@ SMOKE_DOCUMENTS = 60
 TOKEN_BUDGET = 10_000_000  # input tokens timed per run (after the first batch)
 WORKERS = (0, 2)
 SHUFFLES = (False, True)
+NODE_RANKS = 8  # the per-node figure: ranks of one node, each with NODE_WORKERS workers, reading at once
+NODE_WORKERS = 2
 _MARKER = ".benchmark-complete"
 OURS_INT64 = f"{OURS} (int64)"  # ours with the default dtype="int64": the same shards and reader
 
@@ -102,6 +107,8 @@ def prepare(root: Path, count: int, libraries: tuple[str, ...]) -> dict[str, Pat
 
 
 def _loader(library: str, local: str, shuffle: bool, num_workers: int) -> Any:
+    """The library's loader; on several ranks, each finds its rank in ``RANK`` / ``WORLD_SIZE`` (ours) or
+    in the initialised ``torch.distributed`` group (litdata)."""
     if library in (OURS, OURS_INT64):
         from stream_plugin import StreamingDataLoader
         from stream_plugin.text import StreamingTokenBlockDataset
@@ -149,6 +156,78 @@ def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budg
     }
 
 
+def node_rank(
+    library: str, local: str, shuffle: bool, num_workers: int, budget: int, rank: int, ranks: int, store: str
+) -> dict[str, Any]:
+    """One rank of a node (``ranks`` ranks reading at once): its tokens after all ranks had a first
+    batch (a barrier of files in ``store``), and when it started and stopped counting (``time.time``)."""
+    import_library(library)
+    if library == LITDATA:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"file://{store}/gloo", rank=rank, world_size=ranks)
+    batches = iter(_loader(library, local, shuffle, num_workers))
+    next(batches)
+    barrier = Path(store)
+    (barrier / f"ready-{rank}").touch()
+    while len(list(barrier.glob("ready-*"))) < ranks:
+        time.sleep(0.01)
+    start = time.time()
+    tokens = 0
+    for batch in batches:
+        tokens += batch.shape[0] * BLOCK
+        if tokens >= budget:
+            break
+    end = time.time()
+    del batches
+    return {"tokens": tokens, "start": start, "end": end}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def measure_node(library: str, local: str, shuffle: bool, budget: int) -> dict[str, Any]:
+    """``NODE_RANKS`` ranks x ``NODE_WORKERS`` workers of one node reading the same local copy at once:
+    the node's tokens/s (all ranks' tokens over the span from the first start to the last stop)."""
+    store = tempfile.mkdtemp(prefix="bench-tokens-node-")
+    port = str(_free_port())
+
+    def rank(index: int) -> dict[str, Any]:
+        layout = {
+            "RANK": str(index),
+            "WORLD_SIZE": str(NODE_RANKS),
+            "LOCAL_RANK": str(index),
+            "LOCAL_WORLD_SIZE": str(NODE_RANKS),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+        }
+        result: dict[str, Any] = run_child(
+            "benchmarks.bench_tokens:node_rank",
+            env=layout,
+            library=library,
+            local=local,
+            shuffle=shuffle,
+            num_workers=NODE_WORKERS,
+            budget=budget // NODE_RANKS,
+            rank=index,
+            ranks=NODE_RANKS,
+            store=store,
+        )
+        return result
+
+    try:
+        with ThreadPoolExecutor(NODE_RANKS) as pool:
+            ranks = list(pool.map(rank, range(NODE_RANKS)))
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+    tokens = sum(result["tokens"] for result in ranks)
+    span = max(result["end"] for result in ranks) - min(result["start"] for result in ranks)
+    return {"tokens_per_s": tokens / span, "tokens": tokens}
+
+
 def count_once(local: str) -> dict[str, Any]:
     """Build our dataset on a folder without saved token counts: the once-per-node counting pass."""
     import_library(OURS)
@@ -172,6 +251,7 @@ def measure(options: Options) -> dict[str, Any]:
     budget = min(TOKEN_BUDGET, total // 2)
     shuffles = (True,) if options.smoke else SHUFFLES
     runs: dict[tuple[bool, int, str], list[dict[str, Any]]] = {}
+    nodes: dict[str, list[dict[str, Any]]] = {}
     for _ in range(options.rounds):
         for shuffle in shuffles:
             for workers in WORKERS:
@@ -185,11 +265,22 @@ def measure(options: Options) -> dict[str, Any]:
                         budget=budget,
                     )
                     runs.setdefault((shuffle, workers, library), []).append(result)
+        if not options.smoke:
+            for library in (OURS, LITDATA):
+                node = measure_node(library, str(folders[library]), True, budget)
+                nodes.setdefault(library, []).append(node)
     rows = [
         {"shuffle": shuffle, "workers": workers, "library": library, "runs": results}
         for (shuffle, workers, library), results in runs.items()
     ]
-    return {"rows": rows, "documents": count, "tokens": total, "budget": budget, "counting_s": counting}
+    return {
+        "rows": rows,
+        "documents": count,
+        "tokens": total,
+        "budget": budget,
+        "counting_s": counting,
+        "node": [{"library": library, "runs": results} for library, results in nodes.items()],
+    }
 
 
 def render(result: dict[str, Any]) -> str:
@@ -216,36 +307,66 @@ def render(result: dict[str, Any]) -> str:
             f"| {'on' if row['shuffle'] else 'off'} | {row['workers']} | {row['library']} | "
             f"{median_of(values):,.0f} | {spread_of(values)} | {first:.2f} | {ratio(ours, median_of(values))} |"
         )
+    lines.extend(_render_node(result.get("node", [])))
     return "\n".join(lines)
 
 
+def _render_node(node: list[dict[str, Any]]) -> list[str]:
+    """The per-node table: ``NODE_RANKS`` ranks x ``NODE_WORKERS`` workers, shuffled, tokens/s of the node."""
+    if not node:
+        return []
+    speed = {row["library"]: median_of([run["tokens_per_s"] for run in row["runs"]]) for row in node}
+    lines = [
+        "",
+        f"One node: {NODE_RANKS} ranks x {NODE_WORKERS} workers reading the same local copy at once, shuffled "
+        f"(each rank a fresh process; {NODE_RANKS} x its share of the budget, timed from when every rank had "
+        "its first batch to the last rank's end):",
+        "",
+        "| library | node tokens/s (median) | spread | ours / this |",
+        "|---|---|---|---|",
+    ]
+    for row in node:
+        values = [run["tokens_per_s"] for run in row["runs"]]
+        lines.append(
+            f"| {row['library']} | {median_of(values):,.0f} | {spread_of(values)} | "
+            f"{ratio(speed.get(OURS, 0.0), median_of(values))} |"
+        )
+    return lines
+
+
 def plot(result: dict[str, Any], path: Path) -> None:
-    """Median tokens/s per cell (shuffle x workers), one bar per library, the spread as error bars."""
+    """Median tokens/s per cell (shuffle x workers) and of the node, one bar per library, spread as error bars."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     cells = sorted({(row["shuffle"], row["workers"]) for row in result["rows"]})
+    groups: list[tuple[str, dict[str, list[float]]]] = []  # (label, library -> tokens/s of each run)
+    for shuffle, workers in cells:
+        values: dict[str, list[float]] = {}
+        for row in result["rows"]:
+            if (row["shuffle"], row["workers"]) == (shuffle, workers):
+                values.setdefault(row["library"], []).extend(run["tokens_per_s"] for run in row["runs"])
+        groups.append((f"shuffle {'on' if shuffle else 'off'}, {workers} workers", values))
+    node = result.get("node", [])
+    if node:
+        values = {row["library"]: [run["tokens_per_s"] for run in row["runs"]] for row in node}
+        groups.append((f"node: {NODE_RANKS} ranks x {NODE_WORKERS} workers,\nshuffle on", values))
     libraries = list(dict.fromkeys(row["library"] for row in result["rows"]))
     colors = {OURS: "C0", OURS_INT64: "C9", LITDATA: "C2"}  # C0 / C2 as in the iteration plot
     width = 0.8 / max(1, len(libraries))
-    figure, axis = plt.subplots(figsize=(9, 4))
+    figure, axis = plt.subplots(figsize=(10, 4))
     for position, library in enumerate(libraries):
         medians, lows, highs = [], [], []
-        for cell in cells:
-            values = [
-                run["tokens_per_s"] / 1e6
-                for row in result["rows"]
-                if (row["shuffle"], row["workers"]) == cell and row["library"] == library
-                for run in row["runs"]
-            ]
-            middle = median_of(values) if values else 0.0
+        for _, per_library in groups:
+            runs = [value / 1e6 for value in per_library.get(library, [])]
+            middle = median_of(runs) if runs else 0.0
             medians.append(middle)
-            lows.append(middle - min(values, default=middle))
-            highs.append(max(values, default=middle) - middle)
+            lows.append(middle - min(runs, default=middle))
+            highs.append(max(runs, default=middle) - middle)
         axis.bar(
-            [index + (position - (len(libraries) - 1) / 2) * width for index in range(len(cells))],
+            [index + (position - (len(libraries) - 1) / 2) * width for index in range(len(groups))],
             medians,
             width,
             yerr=[lows, highs],
@@ -253,12 +374,12 @@ def plot(result: dict[str, Any], path: Path) -> None:
             color=colors.get(library, "C3"),
             label=library,
         )
-    axis.set_xticks(range(len(cells)))
-    axis.set_xticklabels(
-        [f"shuffle {'on' if shuffle else 'off'}, {workers} workers" for shuffle, workers in cells]
-    )
+    axis.set_xticks(range(len(groups)))
+    axis.set_xticklabels([label for label, _ in groups], fontsize=8)
     axis.set_ylabel("million input tokens/s (median, bars: spread)")
-    axis.set_title(f"Token blocks of {BLOCK} (+1), batch {BATCH}, one process and its workers", fontsize=10)
+    axis.set_title(
+        f"Token blocks of {BLOCK} (+1), batch {BATCH}: one process and its workers, and one node", fontsize=10
+    )
     axis.grid(axis="y", alpha=0.3)
     axis.legend(fontsize=8)
     figure.tight_layout()
