@@ -145,3 +145,12 @@ def test_string_and_binary_columns_read_each_row_from_the_buffers_of_a_slice(arr
     column = decode_column(pa.array(cells, arrow_type).slice(1, 3), None)
     assert [column[i] for i in range(3)] == cells[1:]
     assert [decode_column(pa.array([], arrow_type), None)[i] for i in range(0)] == []
+
+
+@pytest.mark.parametrize("arrow_type", [pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()])
+def test_numbers_are_views_of_the_arrow_buffer_with_the_columns_dtype(arrow_type: pa.DataType) -> None:
+    from stream_plugin.parquet.decode import decode_column
+
+    column = decode_column(pa.array(np.arange(5), arrow_type).slice(2, 3), None)
+    assert isinstance(column, np.ndarray)
+    assert column.tolist() == [2, 3, 4] and column.dtype == np.dtype(arrow_type.to_pandas_dtype())
