@@ -45,7 +45,12 @@ class ParquetIndex:
     rows: int
 
 
-def _source_url(source: str) -> str:
+def _source_url(store: Any, source: str) -> str:
+    """The source as an index kept elsewhere records it: at its commit where the store pins one (the
+    Hub's ``pinned_url``: the order never changes under the user), a local folder as an absolute path."""
+    pinned = getattr(store, "pinned_url", None)
+    if callable(pinned):
+        return str(pinned())
     return source if is_remote(source) else os.path.abspath(os.fspath(source))
 
 
@@ -161,7 +166,7 @@ def index_parquet(
     data = ranged(store, source_text)
     keys = list_parquet_files(store, source=source_text)
     footers = fetch_footers(data, keys, policy=policy or RetryPolicy(), threads=threads)
-    recorded = None if out is None else _source_url(source_text)
+    recorded = None if out is None else _source_url(store, source_text)
     entries = build_entries(footers, source=recorded, shard_bytes=shard_bytes)
     target_url = source_text if out is None else os.fspath(out)
     target = store if out is None else open_store(target_url, **dict(out_storage_options or {}))
