@@ -71,7 +71,11 @@ def calibrate(
             folder = Path(scratch) / str(number)
             folder.mkdir()
             store = open_store(index.location, **index.storage_options)
-            for raw, zipped in entry.file_pairs():
+            if entry.format == "parquet":  # a byte range of a Parquet file, fetched as the cache fetches it
+                from stream_plugin.parquet.download import fetch_shard
+
+                fetch_shard(entry, index.location, folder)
+            for raw, zipped in [] if entry.format == "parquet" else entry.file_pairs():
                 stored = zipped or raw
                 local = folder / stored.basename
                 local.parent.mkdir(parents=True, exist_ok=True)

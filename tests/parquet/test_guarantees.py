@@ -164,3 +164,11 @@ def test_columns_with_gaps_between_them_read_shards_of_several_row_groups(parque
     samples = list(dataset)
     assert sorted(int(sample["id"]) for sample in samples) == list(range(TOTAL))
     assert all(sample["score"] == sample["id"] / 2 for sample in samples)
+
+
+def test_the_simulator_calibrates_on_parquet_shards(parquet_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stream_plugin.cli import main
+
+    arguments = ["simulate", str(parquet_dir), "--batch-size", "4", "--devices-per-node", "1", "--calibrate", "--json"]
+    assert main(arguments) == 0
+    assert json.loads(capsys.readouterr().out)["inputs"]["data"]["samples"] == TOTAL
