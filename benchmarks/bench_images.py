@@ -339,6 +339,21 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def targets(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """Issue 38's: ours, by default and with ``decode="tensor"``, at 1.2x litdata and at least ImageFolder."""
+    speed = {row["reader"]: median_of([run["images_per_s"] for run in row["runs"]]) for row in result["rows"]}
+    checks = []
+    for reader in (OURS, OURS_TENSOR):
+        ours, lit, disk = speed.get(reader), speed.get(LITDATA), speed.get(IMAGE_FOLDER)
+        if ours is None:
+            continue
+        if lit:
+            checks.append((f"images, {reader}: >= 1.2x litdata", f"{ours / lit:.2f}x", ours >= 1.2 * lit))
+        if disk:
+            checks.append((f"images, {reader}: >= ImageFolder on local disk", f"{ours / disk:.2f}x", ours >= disk))
+    return checks
+
+
 if __name__ == "__main__":
     import sys
     import tempfile
