@@ -159,22 +159,29 @@ def check_cache_limit(
     opened: OpenedStreams, cache_limit: int | None, *, readers: int, shards_per_reader: int
 ) -> None:
     """Refuse at start-up a ``cache_limit`` too small for ``readers`` on this node; name the smallest."""
+    cached = [
+        (footprints, size)
+        for spec, footprints, size in zip(
+            opened.cache_specs, opened.stored_bytes_per_shard_per_stream, opened.stored_bytes_per_stream
+        )
+        if spec.remote is not None
+    ]
+    check_node_cache_limit(cache_limit, cached, readers=readers, shards_per_reader=shards_per_reader)
+
+
+def check_node_cache_limit(
+    cache_limit: int | None,
+    streams: Sequence[tuple[np.ndarray, int]],
+    *,
+    readers: int,
+    shards_per_reader: int,
+) -> None:
+    """``check_cache_limit``'s rule, from each cached stream's shard bytes and total bytes (the limit is
+    split over the streams by size): every stream's share holds ``readers`` x ``shards_per_reader`` of
+    its largest shards. ``stream-plugin simulate`` applies it too."""
     if cache_limit is None:
         return
-    cached_total = sum(
-        size
-        for spec, size in zip(opened.cache_specs, opened.stored_bytes_per_stream)
-        if spec.remote is not None
-    )
-    smallest = 0
-    for spec, footprints, size in zip(
-        opened.cache_specs, opened.stored_bytes_per_shard_per_stream, opened.stored_bytes_per_stream
-    ):
-        if spec.remote is None or not len(footprints):
-            continue
-        stream_minimum = cache_limit_floor(footprints.tolist(), readers, shards_per_reader)
-        # The stream gets limit * size / total, so the whole limit must be at least this:
-        smallest = max(smallest, -(-stream_minimum * cached_total // size))
+    smallest = node_cache_limit_floor(streams, readers=readers, shards_per_reader=shards_per_reader)
     if cache_limit < smallest:
         raise ConfigError(
             f"cache_limit: expected at least {smallest} bytes for {readers} readers on this node (ranks x "
@@ -185,6 +192,21 @@ def check_cache_limit(
         )
 
 
+def node_cache_limit_floor(
+    streams: Sequence[tuple[np.ndarray, int]], *, readers: int, shards_per_reader: int
+) -> int:
+    """The smallest node ``cache_limit`` ``check_node_cache_limit`` accepts."""
+    total = sum(size for _, size in streams)
+    smallest = 0
+    for footprints, size in streams:
+        if not len(footprints):
+            continue
+        stream_minimum = cache_limit_floor(footprints.tolist(), readers, shards_per_reader)
+        # The stream gets limit * size / total, so the whole limit must be at least this:
+        smallest = max(smallest, -(-stream_minimum * total // size))
+    return smallest
+
+
 def readers_within_limit(
     opened: OpenedStreams, *, readers: int, in_flight: int, floor: int, ceiling: int
 ) -> int:
@@ -192,20 +214,32 @@ def readers_within_limit(
     pinned against eviction) while each also downloads ``in_flight`` more, within every stream's share
     of the cache limit; between ``floor`` and ``ceiling``. Streams without a share (no limit, or no
     remote: never evicted) set no bound."""
+    shares = [
+        (parse_bytes(spec.config.cache_limit, name="cache_limit"), int(footprints.max()))
+        for spec, footprints in zip(opened.cache_specs, opened.stored_bytes_per_shard_per_stream)
+        if spec.config.cache_limit is not None and len(footprints)
+    ]
+    return readers_within(shares, readers=readers, in_flight=in_flight, floor=floor, ceiling=ceiling)
+
+
+def readers_within(
+    shares: Sequence[tuple[int, int]], *, readers: int, in_flight: int, floor: int, ceiling: int
+) -> int:
+    """``readers_within_limit`` from each limited stream's ``(share of the cache limit, largest shard
+    bytes)``: the rule itself, which ``stream-plugin simulate`` also applies."""
     allowed = ceiling
-    for spec, footprints in zip(opened.cache_specs, opened.stored_bytes_per_shard_per_stream):
-        if spec.config.cache_limit is None or not len(footprints):
-            continue
-        share = parse_bytes(spec.config.cache_limit, name="cache_limit")
-        largest = int(footprints.max()) or 1
-        allowed = min(allowed, share // (readers * largest) - in_flight)
+    for share, largest in shares:
+        allowed = min(allowed, share // (readers * (largest or 1)) - in_flight)
     return max(floor, allowed)
 
 
 __all__ = [
     "OpenedStreams",
     "check_cache_limit",
+    "check_node_cache_limit",
+    "node_cache_limit_floor",
     "open_streams",
+    "readers_within",
     "readers_within_limit",
     "refuse_unsafe_columns",
 ]

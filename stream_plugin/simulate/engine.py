@@ -3,8 +3,11 @@
 The model, in the order a step happens:
 
 - **What a node needs.** ``reads.plan_reads`` gives each node the shards it reads in each epoch,
-  each with its first and last step (the real order code). A shard counts as in use from its first
-  to its last read of a pass: the model's grain is the step, not the sample.
+  each with its first and last step (the real order code): without a ``cache_limit`` a demand is a
+  shard's span in its first pass. With one, a demand is a *visit*: a run of the node's reads of a
+  shard at most ``pin_gap`` steps apart, the time its readers keep it open (pinned); between two
+  visits the cache may evict it. The model's grain is the step, not the sample; within a step the
+  node reads its demands in the order of its clock (``reading.node_forecast``).
 - **Prefetch.** A node's workers download ahead of their reading. Each worker reads every
   ``workers``-th batch and builds up to ``prefetch_factor`` of its batches ahead of the trainer, but
   stops at a shard not yet in; it downloads the shards of its next ``predownload`` samples, i.e. the
@@ -24,15 +27,20 @@ The model, in the order a step happens:
   ``reserve`` a slot before each request, ``refused`` / ``answered`` after): unpaced until the first
   429, then a shared rate with additive increase and multiplicative decrease. A 429 uses no attempt; a
   download throttled past ``throttle_deadline`` is counted as failed (the real run raises there).
-- **Cache.** A node keeps what it downloaded across epochs. With ``cache_limit`` a download first
-  makes room, by the dataset's ``eviction`` policy: ``belady`` evicts the idle shard the node reads
-  again farthest ahead (never again first); a download ahead of need waits rather than evict a
-  shard read before the one it brings, and evicts nothing while its shard is read more than
-  ``3 x max(workers, 1)`` steps ahead (the cache's ``prefetch_reach``); ``lru`` evicts the least
-  recently used idle shard. The victims are ordered by the cache's own rule
-  (``cache.eviction.eviction_order``). A shard in use is never evicted; a download ahead that finds
-  no room waits for the window's next move, one needed now with none is refused (``cache_limit`` too
-  small for the shards in use).
+- **Cache.** A node keeps what it downloaded across epochs. A ``cache_limit`` below what the loader
+  accepts (``readers_floor``, its own rule) is refused with its message. With a limit a download
+  first makes room, by the dataset's ``eviction`` policy and what the cache knows: ``belady`` ranks
+  shards by their next use as the cache's ``NodeFuture`` gives it, from each shard's span of a pass
+  (inside its span a shard's next use is "now", so those go least recently used first; never again
+  first); a download ahead of need waits while the node reads a shard it does not hold before the
+  one it brings, evicts only shards read after it, and evicts nothing while its shard is read more
+  than ``3 x max(workers, 1)`` steps ahead (the cache's ``prefetch_reach``); ``lru`` evicts the least
+  recently used shard (the later of its placement and its latest read). The victims are ordered by
+  the cache's own rule (``cache.eviction.eviction_order``). A pinned shard is never evicted: one a
+  reader has read in its current visit, or asked for on demand. A download ahead that finds no room
+  waits for the window's next move; one needed now evicts the shards read earlier in its step if it
+  must, then waits for the node's downloads in flight, as the cache does; it is refused only with
+  every shard pinned and nothing in flight.
 - **Workers and steps.** Worker ``t mod workers`` of every rank builds batch ``t``: it starts once it
   finished its previous batch and the trainer is within ``prefetch_factor`` of its batches, and takes
   ``batch_size x sample_time`` once the batch's shards are ready. Steps are synchronous across all
@@ -52,10 +60,12 @@ import numpy as np
 from stream_plugin.cache.eviction import eviction_order
 from stream_plugin.cache.future import NEVER
 from stream_plugin.errors import ConfigError
+from stream_plugin.reading.process_shards import READERS_UNDER_LIMIT, READERS_WITHOUT_LIMIT
 from stream_plugin.reading.shard_access import DEFAULT_PREDOWNLOAD
+from stream_plugin.reading.sources import check_node_cache_limit, node_cache_limit_floor, readers_within
 from stream_plugin.simulate.link import Link
 from stream_plugin.simulate.model import Hardware, Simulation, Workload
-from stream_plugin.simulate.reads import NodeEpoch, ReadPlan, plan_reads
+from stream_plugin.simulate.reads import NodeEpoch, ReadPlan, Visits, plan_reads
 from stream_plugin.storage import node_rate
 from stream_plugin.storage.download_settings import DEFAULT_THROTTLE_DEADLINE
 from stream_plugin.storage.node_rate import RateState
@@ -87,13 +97,69 @@ def _in_use_bytes(node: _Node, footprints: np.ndarray, step: int) -> int:
     return int(footprints[node.shard[:read][covering]].sum())
 
 
-def _no_room(node: _Node, footprints: np.ndarray, step: int, limit: int | None) -> ConfigError:
+def _no_room(node: _Node, footprints: np.ndarray, step: int, limit: int | None, shard: int) -> ConfigError:
     return ConfigError(
-        f"cache_limit: expected room for every shard node {node.index} has in use at step {step} "
-        f"({_in_use_bytes(node, footprints, step)} bytes: the simulation counts a shard in use from its first "
-        f"to its last read of a pass), found {limit} bytes; raise cache_limit above that, or lower "
-        "shuffle_block_size so that shards are read in shorter spans"
+        f"cache_limit: expected room for shard {shard} ({int(footprints[shard])} bytes) beside the shards node "
+        f"{node.index} has pinned at step {step} ({_in_use_bytes(node, footprints, step)} bytes: the readers' "
+        f"open shards), found {limit} bytes; raise cache_limit to at least cache_limit_floor(shard sizes, "
+        "readers) for the ranks x workers of a node"
     )
+
+
+def _loader_streams(workload: Workload) -> list[tuple[np.ndarray, int]]:
+    """Each stream's shard bytes and total bytes, as the loader counts them for its cache checks."""
+    edges = np.cumsum((0, *workload.shards_per_stream))
+    return [
+        (workload.stored_bytes[begin:end], int(workload.stored_bytes[begin:end].sum()))
+        for begin, end in zip(edges[:-1], edges[1:], strict=True)
+    ]
+
+
+def readers_floor(workload: Workload, hardware: Hardware) -> int:
+    """The smallest ``cache_limit`` the loader accepts on this hardware: room for what every reader of
+    a node (rank x worker, replicas too) holds, by the loader's own rule
+    (``reading.sources.check_node_cache_limit``)."""
+    return node_cache_limit_floor(
+        _loader_streams(workload),
+        readers=hardware.devices_per_node * max(hardware.workers, 1),
+        shards_per_reader=READERS_UNDER_LIMIT + 1,
+    )
+
+
+def check_readers_fit(workload: Workload, hardware: Hardware) -> None:
+    """Refuse a ``cache_limit`` the loader refuses (``readers_floor``), with the loader's message."""
+    check_node_cache_limit(
+        workload.config.cache_limit,
+        _loader_streams(workload),
+        readers=hardware.devices_per_node * max(hardware.workers, 1),
+        shards_per_reader=READERS_UNDER_LIMIT + 1,
+    )
+
+
+def pin_gap(workload: Workload, hardware: Hardware) -> int | None:
+    """With a ``cache_limit``: the steps a read keeps its shard pinned past the read's own step, as the
+    readers do. Each reader (rank x worker) keeps its last ``max_open`` shards open (the loader's
+    ``reading.sources.readers_within``); it reads one batch every ``workers`` steps of the node, of up to
+    ``batch_size`` shards, so a shard it read stays open ``workers x (max_open // batch_size)`` steps at
+    least. None without a limit (nothing is evicted)."""
+    limit = workload.config.cache_limit
+    if limit is None:
+        return None
+    workers = max(hardware.workers, 1)
+    readers = hardware.devices_per_node * workers  # every rank of the node reads, replicas too
+    streams = _loader_streams(workload)
+    total = max(sum(size for _, size in streams), 1)
+    shares = [  # the dataset splits the limit over its streams by size (``reading.sources``)
+        (max(1, limit * size // total), int(part.max())) for part, size in streams if len(part)
+    ]
+    max_open = readers_within(
+        shares,
+        readers=readers,
+        in_flight=1,
+        floor=READERS_UNDER_LIMIT,
+        ceiling=READERS_WITHOUT_LIMIT,
+    )
+    return workers * (max_open // int(workload.config.batch_size or 1))
 
 
 @dataclass
@@ -138,6 +204,15 @@ class _Node:
     failed: int = 0
     rate: RateState = field(default_factory=RateState)  # the node's shared request rate (storage.node_rate)
     uses_of: dict[int, np.ndarray] = field(default_factory=dict)  # shard -> its demands (with a limit)
+    # shard -> (first, last) steps of its spans, pass by pass (with a limit): what the cache's
+    # ``NodeFuture`` knows, by which it ranks the shards; inside a span a shard's next use is "now"
+    spans_of: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # The same spans as arrays int64 (P,), and whether each shard is held (placed or in flight): bool (S,)
+    span_shard: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    span_first: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    span_last: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    held: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    claimed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (D,): released when read (pinned)
 
     def __post_init__(self) -> None:
         self.next_release = self.first_of(0)
@@ -172,13 +247,17 @@ class _Run:
             tuple[float, int, int, int, int]
         ] = []  # heap: (time, sequence, kind, target, version)
         self.sequence = 0
+        self.now = 0.0  # the time of the latest event handled
         capacity = max(1.0, hardware.rate_limit or 0.0)
         self.bucket = [capacity, 0.0, capacity]  # tokens, when counted, capacity
         self.nodes = [self._node(index) for index in range(hardware.nodes)]
 
     # ------------------------------------------------------------------ set-up
     def _node(self, index: int) -> _Node:
-        passes: list[NodeEpoch] = [epoch[index] for epoch in self.reads.epochs]
+        spans: list[NodeEpoch] = [epoch[index] for epoch in self.reads.epochs]
+        passes: list[NodeEpoch | Visits] = list(spans)
+        if self.limit is not None:  # a demand is a visit: the shard is pinned while its readers hold it
+            passes = [one.visits if one.visits is not None else one for one in spans]
         shard = np.concatenate([one.shards for one in passes]) if passes else np.zeros(0, np.int64)
         first = np.concatenate([one.first for one in passes]) if passes else np.zeros(0, np.int64)
         last = np.concatenate([one.last for one in passes]) if passes else np.zeros(0, np.int64)
@@ -201,7 +280,31 @@ class _Run:
             for group in np.split(by_shard, bounds):
                 if len(group):
                     node.uses_of[int(node.shard[group[0]])] = group
+            span_shard = np.concatenate([one.shards for one in spans])
+            span_first = np.concatenate([one.first for one in spans])
+            span_last = np.concatenate([one.last for one in spans])
+            by_shard = np.argsort(span_shard, kind="stable")  # passes in order within each shard
+            bounds = np.flatnonzero(np.diff(span_shard[by_shard])) + 1
+            for group in np.split(by_shard, bounds):
+                if len(group):
+                    node.spans_of[int(span_shard[group[0]])] = (span_first[group], span_last[group])
+            node.span_shard, node.span_first, node.span_last = span_shard, span_first, span_last
+            node.held = np.zeros(self.workload.num_shards, bool)
+            node.claimed = np.zeros(len(node.shard), bool)
         return node
+
+    def missing_before(self, node: _Node, step: int, time: int) -> bool:
+        """Whether ``node`` reads, before ``time`` (from ``step`` on, by ``next_use``), a shard it does not
+        hold: a download ahead then waits, as the cache's ``Evictor`` makes it (downloads in need order)."""
+        read = (node.span_last >= step) & (node.span_first < time)  # spans whose next use is before ``time``
+        return bool((~node.held[node.span_shard[read]]).any())
+
+    def next_use(self, node: _Node, shard: int, step: int) -> int:
+        """When ``node`` reads ``shard`` next from ``step`` on, as the cache's ``NodeFuture.next_use``
+        tells it: ``step`` inside one of its spans, ``NEVER`` when not read again."""
+        first, last = node.spans_of[shard]
+        ahead = np.flatnonzero(last >= step)
+        return max(int(first[ahead[0]]), step) if len(ahead) else int(NEVER)
 
     # ------------------------------------------------------------------ the store and the links
     def _push(self, time: float, kind: int, target: int, version: int = 0) -> None:
@@ -306,6 +409,8 @@ class _Run:
         else:
             node.queued.append(download)
         node.holding[shard] = download
+        if len(node.held):
+            node.held[shard] = True
         footprint = int(self.workload.footprint[shard])
         node.usage += footprint
         node.peak = max(node.peak, node.usage)
@@ -318,6 +423,7 @@ class _Run:
 
     def _pop(self) -> tuple[float, int, int, int]:
         time, _, kind, target, version = heapq.heappop(self.events)
+        self.now = max(self.now, time)
         return time, kind, target, version
 
     def ready_time(self, download: int) -> float:
@@ -331,19 +437,49 @@ class _Run:
 
     def settle_node(self, node: _Node, step: int, time: float) -> float:
         """Answer requests, in time order, until every demand of ``node`` read by ``step`` is ready;
-        return when the last of them is. A demand whose shard was evicted after its release is
-        downloaded again now (at ``time``)."""
+        return when the last of them is. A demand the window could not release, or whose shard was
+        evicted after its release, is downloaded now (at ``time``, or once room is made: see
+        ``_room_now``)."""
         ready = 0.0
-        while node.resolved < node.released and node.first[node.resolved] <= step:
-            if node.download_of[node.resolved] < 0:
-                shard = int(node.shard[node.resolved])
-                if not self._make_room(node, shard, step, step, time):
-                    raise _no_room(node, self.workload.footprint, step, self.limit)
-                node.download_of[node.resolved] = self._start(node, shard, time)
-            ready = max(ready, self.ready_time(int(node.download_of[node.resolved])))
+        while node.resolved < len(node.first) and node.first[node.resolved] <= step:
+            demand = node.resolved
+            shard = int(node.shard[demand])
+            if demand == node.released or node.download_of[demand] < 0:
+                # Needed now: not released ahead, or its shard evicted since (perhaps held again since)
+                held = node.holding.get(shard)
+                node.download_of[demand] = (
+                    held if held is not None else self._start(node, shard, self._room_now(node, shard, step, time))
+                )
+                if len(node.claimed):
+                    node.claimed[demand] = True
+                if demand == node.released:
+                    node.released += 1
+                    node.next_release = node.first_of(node.released)
+            ready = max(ready, self.ready_time(int(node.download_of[demand])))
             node.resolved += 1
         node.next_resolve = node.first_of(node.resolved) if node.resolved < node.released else math.inf
         return ready
+
+    def _room_now(self, node: _Node, shard: int, step: int, time: float) -> float:
+        """Make room for ``shard``, read at ``step``: evict idle shards, then shards whose readers are
+        done with them (read earlier in this step; a reader closes a shard to open its next), then wait
+        for the node's downloads in flight, as the cache waits for them; return when the download may
+        start. Refused only when every shard of the node is pinned and nothing is in flight."""
+        if self.limit is None:
+            return time
+        while not (
+            self._make_room(node, shard, step, step, time, node.resolved)
+            or self._make_room(node, shard, step, step, time, node.resolved, loose=True)
+        ):
+            in_flight = [d for d in node.holding.values() if self.downloads[d].ready > time]
+            if not in_flight:
+                raise _no_room(node, self.workload.footprint, step, self.limit, shard)
+            while all(self.downloads[d].ready > self.now for d in in_flight):
+                if not self.events:
+                    raise ConfigError("simulate: a download never finished; this is a bug of the model")
+                self._handle(*self._pop())
+            time = max(time, min(self.downloads[d].ready for d in in_flight))
+        return time
 
     # ------------------------------------------------------------------ the prefetch window
     def open_window(self, node: _Node, time: float) -> None:
@@ -379,35 +515,51 @@ class _Run:
             shard = int(node.shard[demand])
             held = node.holding.get(shard)
             if held is None:
-                if self.limit is not None and not self._make_room(
-                    node, shard, int(node.first[demand]), step, time
-                ):
+                needed_at = int(node.first[demand])
+                # Needed now: the node's readers have read the demands before it, in order.
+                read_upto = demand if needed_at <= step else node.resolved
+                if self.limit is not None and not self._make_room(node, shard, needed_at, step, time, read_upto):
                     return
                 held = self._start(node, shard, time)
             node.download_of[demand] = held
+            if len(node.claimed) and node.first[demand] <= step:
+                node.claimed[demand] = True  # needed now: its reader holds it from here on
             node.released += 1
             node.next_release = node.first_of(node.released)
             if node.resolved == demand:
                 node.next_resolve = node.first_of(demand)
 
-    def _make_room(self, node: _Node, shard: int, needed_at: int, step: int, time: float) -> bool:
+    def _make_room(
+        self,
+        node: _Node,
+        shard: int,
+        needed_at: int,
+        step: int,
+        time: float,
+        read_upto: int,
+        loose: bool = False,
+    ) -> bool:
         """Evict idle shards until ``shard`` fits under the limit; False where it must wait. As the
         cache does: a download ahead under Belady evicts nothing while its shard is read beyond the
         reach, and nothing at all unless the shards it may evict make the room. The evicted shards'
-        released demands not yet read download them again when read."""
+        released demands not yet read download them again when read. With ``loose`` (a shard needed now
+        that finds no room otherwise), shards read earlier in this visit may go too (``_victims``)."""
         assert self.limit is not None
         need = int(self.workload.footprint[shard])
         if need > self.limit:
             raise ConfigError(
                 f"cache_limit: expected at least one shard's {need} bytes, found {self.limit}; raise cache_limit"
             )
+        # A download ahead keeps the shards read before its own, as the cache's NodeFuture ranks them.
+        keep_before = self.next_use(node, shard, step) if needed_at > step and self.policy == "belady" else None
+        if keep_before is not None and self.missing_before(node, step, keep_before):
+            return False  # a download ahead waits for the shards read before its own
         excess = node.usage + need - self.limit
         if excess <= 0:
             return True
-        keep_before = needed_at if needed_at > step and self.policy == "belady" else None
         if keep_before is not None and keep_before - step > self.reach:
             return False  # a download far ahead waits until within reach
-        victims = self._victims(node, keep_before, step, time)
+        victims = self._victims(node, keep_before, step, time, read_upto, loose)
         sizes = [int(self.workload.footprint[victim]) for victim in victims]
         if keep_before is not None and sum(sizes) < excess:
             return False  # a download ahead that cannot make room evicts nothing
@@ -415,6 +567,7 @@ class _Run:
             if excess <= 0:
                 break
             del node.holding[victim]
+            node.held[victim] = False
             uses = node.uses_of[victim]
             awaiting = uses[(uses >= node.resolved) & (uses < node.released)]
             node.download_of[awaiting] = -1
@@ -422,31 +575,44 @@ class _Run:
             excess -= size
         return excess <= 0
 
-    def _victims(self, node: _Node, keep_before: int | None, step: int, time: float) -> list[int]:
-        """The idle placed shards in the order the policy evicts them (``cache.eviction.eviction_order``, the
-        cache's own rule): a shard in flight or in use (its span covers ``step``) is not idle."""
-        idle: list[tuple[int, int, int]] = []  # (last use, next use, shard)
+    def _victims(
+        self, node: _Node, keep_before: int | None, step: int, time: float, read_upto: int, loose: bool = False
+    ) -> list[int]:
+        """The placed shards no reader pins, in the order the policy evicts them
+        (``cache.eviction.eviction_order``, the cache's own rule, by the next uses the cache's
+        ``NodeFuture`` gives: ``next_use``, and the latest read for least recently used).
+
+        A shard in flight is not a candidate, nor one a reader pins: a visit covering ``step`` read
+        before demand ``read_upto`` (its reader keeps it open to the visit's end; the node's demands
+        are read in order), or one a reader asked for on demand (it holds the shard from the download
+        on). A visit not yet read pins nothing, as in the cache: a download ahead waits to be read
+        unpinned. With ``loose``, only the second kind pins."""
+        candidates: list[tuple[tuple[int, int], int, int]] = []  # (last use, next use, shard)
         for held, download in node.holding.items():
             item = self.downloads[download]
             if item.ready > time:
                 continue  # in flight
             uses = node.uses_of[held]
-            after = uses[node.last[uses] >= step]
-            next_use = max(int(node.first[after].min()), step) if len(after) else int(NEVER)
-            if next_use <= step:
-                continue  # in use
-            begun = uses[node.first[uses] <= step]
-            last_use = int(node.last[begun].max()) if len(begun) else item.placed_step
-            idle.append((last_use, next_use, held))
-        idle.sort(key=lambda candidate: candidate[0])  # least recently used first
-        next_uses = np.array([next_use for _, next_use, _ in idle], np.int64)
-        order = eviction_order(self.policy, len(idle), next_uses, keep_before)
-        return [idle[index][2] for index in order.tolist()]
+            read = uses[uses < node.resolved]
+            covering = uses[(node.first[uses] <= step) & (node.last[uses] >= step)]
+            claimed = covering[(covering >= node.resolved) & node.claimed[covering]]
+            if len(claimed) or (not loose and bool((covering < read_upto).any())):
+                continue  # pinned
+            # As the cache's LRU clock: the later of its placement and its latest read (the step, then
+            # the read's place in the node's order).
+            latest = int(read.max()) if len(read) else -1
+            last_use = max((min(int(node.last[latest]), step), latest) if len(read) else (-1, -1), (item.placed_step, -1))
+            candidates.append((last_use, self.next_use(node, held, step), held))
+        candidates.sort(key=lambda candidate: candidate[0])  # least recently used first
+        next_uses = np.array([next_use for _, next_use, _ in candidates], np.int64)
+        order = eviction_order(self.policy, len(candidates), next_uses, keep_before)
+        return [candidates[index][2] for index in order.tolist()]
 
 
 def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     """Simulate the run of ``workload`` on ``hardware`` (see the module docstring for the model)."""
-    reads = plan_reads(workload, hardware)
+    check_readers_fit(workload, hardware)
+    reads = plan_reads(workload, hardware, pin_gap(workload, hardware))
     run = _Run(workload, hardware, reads)
     steps = len(reads.samples_per_step)
     workers = max(hardware.workers, 1)
@@ -470,10 +636,8 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
         for node in nodes:  # first every node's requests for what the window could not fetch ahead
             if node.next_release <= step:
                 run.release(node, step, step, previous_end)
-                if node.next_release <= step:
-                    raise _no_room(node, workload.footprint, step, run.limit)
-        for node in nodes:  # then the store answers them all, in time order
-            if node.next_resolve <= step:
+        for node in nodes:  # then the store answers them all, in time order (the rest needs room made)
+            if min(node.next_resolve, node.next_release) <= step:
                 data_ready[node.index] = run.settle_node(node, step, previous_end)
         begin = worker_free[:, step % workers]
         if step >= credit:
@@ -495,7 +659,10 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
             "run raises there; lower the request rate or raise throttle_deadline"
         )
     if workload.config.cache_limit is not None:
-        notes.append("cache: a shard counts as in use from its first to its last read of a pass (step grain)")
+        notes.append(
+            f"cache: a read pins its shard for {(pin_gap(workload, hardware) or 0) + 1} step(s) (its reader keeps it "
+            "open); between reads the cache may evict it (step grain)"
+        )
     return Simulation(
         workload=workload,
         hardware=hardware,
@@ -509,7 +676,9 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
         node_bytes=np.array([node.bytes for node in run.nodes], np.int64),
         node_downloads=np.array([node.downloads for node in run.nodes], np.int64),
         node_peak_cache=np.array([node.peak for node in run.nodes], np.int64),
-        download_once_cache_limit=download_once_cache_limit(workload, reads, run.window),
+        download_once_cache_limit=max(
+            download_once_cache_limit(workload, reads, run.window), readers_floor(workload, hardware)
+        ),
         shuffle=reads.shuffle,
         notes=tuple(notes),
     )
@@ -540,4 +709,4 @@ def download_once_cache_limit(workload: Workload, reads: ReadPlan, window: int) 
     return peak
 
 
-__all__ = ["ahead_steps", "download_once_cache_limit", "simulate", "window_steps"]
+__all__ = ["ahead_steps", "download_once_cache_limit", "pin_gap", "simulate", "window_steps"]

@@ -25,6 +25,8 @@ from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.simulate.model import EpochShuffle, Hardware, Workload
 
 _UNREAD = np.iinfo(np.int64).max
+_TIME_BITS = 40  # a visit's key: shard id above these bits, the read's time on the node's clock below
+_TIME_MASK = (1 << _TIME_BITS) - 1
 # Distinct shards per global batch are counted (a sort of every step's reads) up to this many reads
 # per epoch; above it the figure is left out and a note says so.
 _COUNT_BATCH_SHARDS_UP_TO = 100_000_000
@@ -79,6 +81,21 @@ class NodeEpoch:
     """The shards one node reads in one epoch: each shard once, with its first and last step.
 
     Steps count from the start of the run (epoch offsets added). Arrays int64 (k,), ordered by first step.
+    """
+
+    shards: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    visits: Visits | None = None  # with ``pin_gap``: the node's visits of its shards (``Visits``)
+
+
+@dataclass(frozen=True)
+class Visits:
+    """One node's visits of its shards in one epoch: a visit is a run of reads of one shard whose
+    consecutive reads lie at most ``pin_gap`` steps apart (a reader keeps its shard open, pinned, that
+    long); between two visits the shard is not pinned and the cache may evict it.
+
+    Steps count from the start of the run. Arrays int64 (v,), ordered by first step.
     """
 
     shards: np.ndarray
@@ -158,8 +175,9 @@ def epoch_steps(workload: Workload, hardware: Hardware, planner: EpochPlanner | 
     return counted
 
 
-def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
-    """Each node's shard spans for every epoch of the run (up to ``hardware.max_steps``)."""
+def plan_reads(workload: Workload, hardware: Hardware, pin_gap: int | None = None) -> ReadPlan:
+    """Each node's shard spans for every epoch of the run (up to ``hardware.max_steps``); with
+    ``pin_gap``, each node's visits of its shards too (``Visits``)."""
     config = workload.config
     planner = build_planner(workload)
     epoch_shape = epoch_steps(workload, hardware, planner)
@@ -178,7 +196,7 @@ def plan_reads(workload: Workload, hardware: Hardware) -> ReadPlan:
         if left is not None:
             left -= count
     sizes = epoch_shape.samples_per_step()
-    passes = _PassPlanner(workload, hardware, canonical, global_batch, band, bands)
+    passes = _PassPlanner(workload, hardware, canonical, global_batch, band, bands, pin_gap)
     tasks = [
         (epoch, node, count, offset, planner.epoch_size <= _COUNT_BATCH_SHARDS_UP_TO)
         for epoch, (count, offset) in enumerate(
@@ -247,8 +265,10 @@ class _PassPlanner:
         global_batch: int,
         band: int,
         bands: tuple[tuple[int, int], ...],
+        pin_gap: int | None = None,
     ) -> None:
         self.workload = workload
+        self.pin_gap = pin_gap
         self.hardware = hardware
         self.canonical = canonical
         self.global_batch = global_batch
@@ -269,6 +289,7 @@ class _PassPlanner:
             )
         planner, locate, first, last = self._built
         config = self.workload.config
+        reads: list[np.ndarray] | None = None if self.pin_gap is None else []
         if config.batching_method == "device_per_stream":
             # The order depends on the device batch: plan each data-parallel rank of the node (its read
             # i falls in step i // batch_size) and merge their spans. Distinct shards per batch are not
@@ -286,8 +307,8 @@ class _PassPlanner:
                     topology=Topology(ranks_per_node=self.global_batch // batch, rank=first_coordinate + slot),
                     drop_last=config.drop_last,
                 )
-                _accumulate(pieces, locate, batch, steps, first, last, None)
-            return _extract(first, last, offset), None
+                _accumulate(pieces, locate, batch, steps, first, last, None, reads, batch)
+            return _extract(first, last, offset, self._visits(reads, offset, batch)), None
         pieces = planner.rank_batch_pieces(
             epoch,
             epoch_batch_size=self.global_batch,
@@ -299,8 +320,20 @@ class _PassPlanner:
             drop_last=config.drop_last,
         )
         per_step = np.zeros(steps, np.int64) if count_shards else None
-        _accumulate(pieces, locate, self.band, steps, first, last, per_step)
-        return _extract(first, last, offset), per_step
+        _accumulate(pieces, locate, self.band, steps, first, last, per_step, reads, int(config.batch_size or 1))
+        return _extract(first, last, offset, self._visits(reads, offset, self.band)), per_step
+
+    def _visits(self, reads: list[np.ndarray] | None, offset: int, band: int) -> Visits | None:
+        """The visits of the reads collected (keys ``shard * 2**40 + time``, ``_accumulate``)."""
+        if reads is None or self.pin_gap is None:
+            return None
+        keys = np.unique(np.concatenate(reads)) if reads else np.zeros(0, np.int64)  # sorted: by shard, time
+        shard, time = keys >> _TIME_BITS, keys & _TIME_MASK  # (r,) each
+        step = time // band  # (r,)
+        starts = np.flatnonzero(np.r_[True, (np.diff(shard) != 0) | (np.diff(step) > self.pin_gap + 1)])
+        ends = np.r_[starts[1:], len(keys)] - 1
+        order = np.argsort(time[starts], kind="stable")  # by first read, as the node's clock orders reads
+        return Visits(shard[starts][order], step[starts][order] + offset, step[ends][order] + offset)
 
 
 _WORKER: list[_PassPlanner] = []  # the planner the forked planning processes use
@@ -318,9 +351,14 @@ def _accumulate(
     first: np.ndarray,
     last: np.ndarray,
     per_step_shards: np.ndarray | None,
+    reads: list[np.ndarray] | None = None,
+    device_batch: int = 1,
 ) -> None:
     """Fold a pass whose read ``i`` falls in step ``i // band`` into each shard's first and last step
-    (``first`` / ``last``: scratch arrays of every shard)."""
+    (``first`` / ``last``: scratch arrays of every shard); ``reads`` collects each piece's reads as keys
+    ``shard * 2**40 + time``, the time on the node's clock (``reading.node_forecast``: a step is ``band``
+    reads, rank-major columns of ``device_batch`` read at once by the ranks), each shard's first read
+    of each step only."""
     read = 0
     row_rest = np.zeros(0, np.int64)  # the reads of a step cut by the end of a piece
     for sample_ids in pieces:
@@ -331,6 +369,13 @@ def _accumulate(
         step = np.arange(read, read + len(shards), dtype=np.int64) // band  # (n,)
         np.minimum.at(first, shards, step)
         np.maximum.at(last, shards, step)
+        if reads is not None:
+            column = np.arange(read, read + len(shards), dtype=np.int64) % band  # (n,)
+            ranks = max(band // device_batch, 1)
+            time = step * band + (column % device_batch) * ranks + column // device_batch  # (n,)
+            keys = np.unique((shards << _TIME_BITS) | time)  # (k,): by shard, then time
+            first_of_step = np.r_[True, (np.diff(keys >> _TIME_BITS) != 0) | (np.diff((keys & _TIME_MASK) // band) != 0)]
+            reads.append(keys[first_of_step])
         if per_step_shards is not None:
             row_rest = _count_step_shards(
                 per_step_shards, read // band, np.concatenate([row_rest, shards]), band
@@ -340,13 +385,13 @@ def _accumulate(
         per_step_shards[read // band] += len(np.unique(row_rest))
 
 
-def _extract(first: np.ndarray, last: np.ndarray, offset: int) -> NodeEpoch:
+def _extract(first: np.ndarray, last: np.ndarray, offset: int, visits: Visits | None = None) -> NodeEpoch:
     """The shards read (steps ``offset`` later), ordered by first step; leaves the scratch clean."""
     ids = np.flatnonzero(first != _UNREAD)
     begin, end = first[ids] + offset, last[ids] + offset
     first[ids], last[ids] = _UNREAD, -1
     order = np.argsort(begin, kind="stable")
-    return NodeEpoch(ids[order], begin[order], end[order])
+    return NodeEpoch(ids[order], begin[order], end[order], visits)
 
 
 def _count_step_shards(per_step: np.ndarray, first_step: int, shards: np.ndarray, band: int) -> np.ndarray:
@@ -368,4 +413,13 @@ def _shuffle_figures(nodes: list[NodeEpoch], steps: int, per_step_shards: np.nda
     )
 
 
-__all__ = ["EpochSteps", "Locator", "NodeEpoch", "ReadPlan", "build_planner", "epoch_steps", "plan_reads"]
+__all__ = [
+    "EpochSteps",
+    "Locator",
+    "NodeEpoch",
+    "ReadPlan",
+    "Visits",
+    "build_planner",
+    "epoch_steps",
+    "plan_reads",
+]

@@ -33,10 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from stream_plugin.cache import cache_limit_floor
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.shuffle import default_block_size
-from stream_plugin.simulate.engine import simulate
+from stream_plugin.simulate.engine import readers_floor, simulate
 from stream_plugin.simulate.model import Hardware, Simulation, Workload
 
 # Stage 1 settings that are tried again with smaller caches (stage 2).
@@ -145,10 +144,9 @@ class TuneGrid:
 
 
 def node_cache_limit_floor(workload: Workload, devices_per_node: int, workers: int) -> int:
-    """The smallest ``cache_limit`` the dataset accepts for this many readers on a node (each rank x
-    worker holds two shards, the largest in the worst case; ``cache.cache_limit_floor``)."""
-    readers = devices_per_node * max(1, workers)
-    return cache_limit_floor(workload.footprint.tolist(), readers, 2)
+    """The smallest ``cache_limit`` the dataset accepts for this many readers on a node (the loader's
+    rule: ``engine.readers_floor``)."""
+    return readers_floor(workload, Hardware(devices_per_node=devices_per_node, workers=workers))
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,7 +14,7 @@ from stream_plugin.errors import ConfigError
 from stream_plugin.order.batching import BATCHING_METHODS
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.simulate import Hardware, Workload, simulate
-from stream_plugin.simulate.engine import window_steps
+from stream_plugin.simulate.engine import readers_floor, window_steps
 from stream_plugin.simulate.ideal_caches import belady_misses, lru_misses
 from stream_plugin.simulate.reads import Locator, plan_reads
 
@@ -204,13 +204,25 @@ def test_belady_downloads_no_more_than_lru_and_no_fewer_than_the_optimum(
 
 
 def test_min_cache_limit_is_the_smallest_limit_that_downloads_nothing_twice() -> None:
-    work, hw = workload(predownload=8), hardware(epochs=1)
+    # One reader a node: the loader accepts a cache_limit of 3 shards (readers_floor), below the peak.
+    work, hw = workload(predownload=8), hardware(epochs=1, devices_per_node=1, workers=1)
     unlimited = simulate(work, hw)
     enough = simulate(workload(predownload=8, cache_limit=unlimited.download_once_cache_limit), hw)
     assert enough.node_downloads.tolist() == unlimited.node_downloads.tolist()
     assert unlimited.download_once_cache_limit < unlimited.node_peak_cache.max()  # one epoch: read shards can go
-    fewer = simulate(workload(predownload=8, cache_limit=unlimited.download_once_cache_limit // 2), hw)
+    assert readers_floor(work, hw) == 3 * SHARD_BYTES < unlimited.download_once_cache_limit
+    fewer = simulate(workload(predownload=8, cache_limit=readers_floor(work, hw)), hw)
     assert fewer.node_downloads.sum() >= unlimited.node_downloads.sum()
+
+
+def test_the_smallest_limit_without_extra_egress_is_never_below_what_the_loader_accepts() -> None:
+    work, hw = workload(predownload=8), hardware(epochs=1)  # 2 ranks x 2 workers: 12 shards at least
+    assert simulate(work, hw).download_once_cache_limit == readers_floor(work, hw) == 12 * SHARD_BYTES
+
+
+def test_a_cache_limit_the_loader_refuses_is_refused_with_the_loaders_message() -> None:
+    with pytest.raises(ConfigError, match=r"expected at least 12582912 bytes for 4 readers on this node"):
+        simulate(workload(cache_limit=12 * SHARD_BYTES - 1), hardware())
 
 
 def test_the_prefetch_window_counts_every_worker_and_the_loader_prefetch() -> None:
@@ -235,11 +247,8 @@ def test_impossible_settings_are_refused_with_the_fix() -> None:
         hardware(bandwidth=0)
     with pytest.raises(ConfigError, match="num_canonical_nodes: expected at most"):
         simulate(workload(num_canonical_nodes=5000), hardware())
-    with pytest.raises(ConfigError, match="cache_limit: expected at least one shard"):
+    with pytest.raises(ConfigError, match="cache_limit: expected at least 12582912 bytes"):
         simulate(workload(cache_limit=SHARD_BYTES // 2), hardware())
-    # Two shards of room where a step of the 4 readers reads from four: the shards in use do not fit.
-    with pytest.raises(ConfigError, match=rf"node 0 has in use at step 0 \({4 * SHARD_BYTES} bytes"):
-        simulate(workload(cache_limit=2 * SHARD_BYTES, shuffle_block_size=32 * 8), hardware())
 
 
 @pytest.mark.parametrize("batching_method", BATCHING_METHODS)

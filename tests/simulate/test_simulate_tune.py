@@ -165,9 +165,9 @@ def test_tune_grid_for_workload_is_derived_from_the_batch_the_share_and_the_bloc
     assert found.predownload == (32, 128, 512)
     assert found.num_workers == (1, 2, 3, 4, 8)
     floor = node_cache_limit_floor(workload, devices_per_node=1, workers=8)
-    assert floor == 16 * SHARD_BYTES  # 8 readers x 2 shards
-    # The node's share (32 shards), half of it, a quarter raised to the floor, the configured 40, no limit.
-    assert found.cache_limit == (16 * SHARD_BYTES, 32 * SHARD_BYTES, 40 * SHARD_BYTES, None)
+    assert floor == 24 * SHARD_BYTES  # 8 readers x 3 shards, as the loader asks (engine.readers_floor)
+    # The node's share (32 shards), half and a quarter raised to the floor, the configured 40, no limit.
+    assert found.cache_limit == (24 * SHARD_BYTES, 32 * SHARD_BYTES, 40 * SHARD_BYTES, None)
     assert found.shuffle_block_size == (2_000, 8_000)
 
 

@@ -1,0 +1,75 @@
+"""A cache too small for the shards a wide shuffle keeps in use: simulated, and held against a real run.
+
+Issue 39's case, as a user tried it: 2 nodes x 2 ranks x 2 workers, 48 shards of 16 samples, the
+default shuffle (``py1e`` with its default block: every shard is read all through the epoch), half a
+node's share as ``cache_limit``, 2 epochs. The loader runs it; the simulator refused it while it counted
+a shard in use from its first to its last read of a pass. It now counts the readers' pins (a shard is
+pinned while a reader holds it: ``engine.pin_gap``), and ranks shards for eviction as the cache's
+``NodeFuture`` does (inside a span a shard's next use is "now": least recently used first).
+
+The real run (``support.sim_runs.run_real``, ranks as processes, a loopback server counting each node's
+GETs) re-downloads most shards several times an epoch. Recorded on the 2-core build machine, six runs:
+node 0 made 380 to 404 GETs and node 1 352 to 378, against 410 and 374 predicted; the job's total, 746
+to 782 against 784. The total is held within 5% (the issue's bound), each node within 10% (a node's
+count moves by about 3% from run to run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.sim_runs import run_real, workload_of, write_dataset
+from support.throttle_proxy import ThrottleServer
+
+from stream_plugin.reading.config import DatasetConfig
+from stream_plugin.simulate import Hardware, Simulation, simulate
+
+NODES, RANKS, WORKERS, EPOCHS = 2, 2, 2, 2
+SHARDS, PER_SHARD, DEVICE_BATCH = 48, 16, 4
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("small-cache")
+    return write_dataset(root / "data" / "ds", samples=SHARDS * PER_SHARD, per_shard=PER_SHARD, payload=1000)
+
+
+def half_a_share(folder: Path) -> int:
+    return int(workload_of(folder, DatasetConfig(batch_size=DEVICE_BATCH)).footprint.sum()) // NODES // 2
+
+
+def predicted(folder: Path) -> Simulation:
+    config = DatasetConfig(batch_size=DEVICE_BATCH, shuffle=True, cache_limit=half_a_share(folder))
+    hardware = Hardware(nodes=NODES, devices_per_node=RANKS, workers=WORKERS, epochs=EPOCHS)
+    return simulate(workload_of(folder, config), hardware)
+
+
+def test_a_cache_below_the_shards_a_wide_shuffle_keeps_in_use_is_simulated(dataset: Path) -> None:
+    simulation = predicted(dataset)
+    # Every shard is read by both nodes in both epochs, and half of a node's share does not hold them.
+    assert np.all(simulation.node_requests > 2 * SHARDS)
+    assert np.all(simulation.node_peak_cache <= half_a_share(dataset))
+    assert simulation.node_requests.tolist() == simulation.node_downloads.tolist()
+
+
+def test_with_a_wide_shuffle_and_half_a_share_the_real_gets_are_within_5_percent_of_the_simulation(
+    dataset: Path, tmp_path: Path
+) -> None:
+    simulation = predicted(dataset)
+    with ThrottleServer(dataset.parent) as server:
+        run_real(
+            server,
+            tmp_path / "cache",
+            nodes=NODES,
+            ranks_per_node=RANKS,
+            workers=WORKERS,
+            device_batch=DEVICE_BATCH,
+            epochs=EPOCHS,
+            dataset={"shuffle": True, "cache_limit": half_a_share(dataset)},
+        )
+        gets = np.array([server.count("gets", f"node{node}") for node in range(NODES)])
+    print(f"GETs {gets.tolist()} predicted {simulation.node_requests.tolist()}")
+    assert abs(int(gets.sum()) - simulation.requests) <= 0.05 * simulation.requests
+    assert np.all(np.abs(gets - simulation.node_requests) <= 0.10 * simulation.node_requests)
