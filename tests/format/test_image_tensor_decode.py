@@ -11,21 +11,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from PIL import Image
 
-torch = pytest.importorskip("torch")
-Image = pytest.importorskip("PIL.Image")
-
-from stream_plugin import MDSWriter  # noqa: E402
-from stream_plugin.errors import ConfigError, ConfigTypeError, FormatError  # noqa: E402
-from stream_plugin.format.image_decode import (  # noqa: E402
+from stream_plugin import MDSWriter
+from stream_plugin.errors import ConfigError, ConfigTypeError, FormatError
+from stream_plugin.format.image_decode import (
     IMAGE_DECODES,
     decode_image_tensor,
     decode_image_tensor_with_pil,
     image_tensor_backend,
 )
-from stream_plugin.format.index import load_index  # noqa: E402
-from stream_plugin.format.read_options import ReadOptions, check_decode_columns, normalize_decode  # noqa: E402
-from stream_plugin.format.reader import open_shard  # noqa: E402
+from stream_plugin.format.index import load_index
+from stream_plugin.format.read_options import ReadOptions, check_decode_columns, normalize_decode
+from stream_plugin.format.reader import open_shard
 
 
 def _image(mode: str, size: tuple[int, int] = (13, 7), seed: int = 0) -> Image.Image:
