@@ -139,17 +139,19 @@ def measure_once(library: str, local: str, shuffle: bool, num_workers: int, budg
     start = time.perf_counter()
     batches = iter(_loader(library, local, shuffle, num_workers))
     first = next(batches)
-    first_batch = time.perf_counter()
+    first_batch, cpu = time.perf_counter(), time.process_time()
     tokens = 0
     for batch in batches:
         assert batch.shape[1] == BLOCK + 1, batch.shape
         tokens += batch.shape[0] * BLOCK
         if tokens >= budget:
             break
-    end = time.perf_counter()
+    end, cpu = time.perf_counter(), time.process_time() - cpu
     del batches
     return {
         "tokens_per_s": tokens / (end - first_batch),
+        # This process's CPU per block: with 0 workers all the reading, which a shared machine disturbs less.
+        "cpu_us_per_block": cpu / (tokens / BLOCK) * 1e6,
         "tokens": tokens,
         "first_batch_s": first_batch - start,
         "first_block_sum": int(first[0].long().sum()) if not shuffle else None,
@@ -296,8 +298,9 @@ def render(result: dict[str, Any]) -> str:
         f"timed per run; block {BLOCK} (+1), batch {BATCH}. Counting the tokens of every document once "
         f"(our first dataset on a node, then cached; not in the rows below): {result.get('counting_s', 0):.3f} s.",
         "",
-        "| shuffle | workers | library | tokens/s (median) | spread | first batch s | ours / this |",
-        "|---|---|---|---|---|---|---|",
+        "| shuffle | workers | library | tokens/s (median) | spread | first batch s | ours / this "
+        "| CPU µs per block (0 workers) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         values = [run["tokens_per_s"] for run in row["runs"]]
@@ -305,10 +308,19 @@ def render(result: dict[str, Any]) -> str:
         first = median_of([run["first_batch_s"] for run in row["runs"]])
         lines.append(
             f"| {'on' if row['shuffle'] else 'off'} | {row['workers']} | {row['library']} | "
-            f"{median_of(values):,.0f} | {spread_of(values)} | {first:.2f} | {ratio(ours, median_of(values))} |"
+            f"{median_of(values):,.0f} | {spread_of(values)} | {first:.2f} | {ratio(ours, median_of(values))} "
+            f"| {_cpu_cell(row)} |"
         )
     lines.extend(_render_node(result.get("node", [])))
     return "\n".join(lines)
+
+
+def _cpu_cell(row: dict[str, Any]) -> str:
+    """Median and spread of the CPU per block of a 0-worker row (runs before this field: blank)."""
+    values = [run["cpu_us_per_block"] for run in row["runs"] if "cpu_us_per_block" in run]
+    if row["workers"] or not values:
+        return ""
+    return f"{median_of(values):.1f} ({min(values):.1f}..{max(values):.1f})"
 
 
 def _render_node(node: list[dict[str, Any]]) -> list[str]:
