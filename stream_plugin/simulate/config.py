@@ -37,7 +37,7 @@ from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.stream import DownloadSettings, Stream
 from stream_plugin.reading.stream_registry import build_streams
 from stream_plugin.simulate.config_readers import reader_for
-from stream_plugin.simulate.model import Hardware, Workload
+from stream_plugin.simulate.model import INDEX_BYTES_PER_SHARD, Hardware, Workload
 from stream_plugin.simulate.reads import epoch_steps
 from stream_plugin.simulate.run_config import (
     DATASET_KEYS,
@@ -336,6 +336,7 @@ class StreamIndex:
     storage_options: Mapping[str, Any]
     keep_zip: bool
     entries: Sequence[ShardEntry]
+    index_bytes: int = 0  # the bytes of its index.json, which every node downloads once
 
 
 def _streams(arguments: Mapping[str, Any]) -> list[Stream]:
@@ -377,7 +378,7 @@ def read_streams(arguments: Mapping[str, Any]) -> list[StreamIndex]:
             ) from error
         entries = parse_index(text, source=f"{location.rstrip('/')}/{INDEX_BASENAME}")
         keep_zip = stream.download_settings(defaults).keep_zip
-        indexes.append(StreamIndex(location, options, bool(keep_zip), entries))
+        indexes.append(StreamIndex(location, options, bool(keep_zip), entries, len(text)))
     return indexes
 
 
@@ -399,6 +400,7 @@ def workload_of_streams(
         requests_per_shard=np.array([len(entry.file_pairs()) for entry, _ in entries], np.int64),
         shards_per_stream=tuple(len(index.entries) for index in indexes),
         config=config,
+        index_bytes=tuple(index.index_bytes for index in indexes) if all(i.index_bytes for i in indexes) else (),
         weights=tuple(weights) if any(weight.is_set for weight in weights) else (),
     )
 
@@ -425,6 +427,7 @@ def load_workload(
             )
             for key, value in run.synthetic.items()
         }
+        shape.setdefault("index_bytes_per_shard", INDEX_BYTES_PER_SHARD)  # an MDS index.json, estimated
         return Workload.synthetic(**shape, config=config, keep_zip=bool(run.dataset.get("keep_zip", False)))
     _, rest = _split(run.dataset)
     weights = [stream.weight for stream in _streams(rest)]

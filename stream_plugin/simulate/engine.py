@@ -172,6 +172,7 @@ class _Download:
     given: float = 0.0  # when it was given that slot
     throttled_since: float | None = None  # when the store first refused this request
     placed_step: int = -1  # the trainer's step when it was placed (its last use until it is read)
+    index_bytes: int = 0  # for a stream's index (``shard`` -1): its bytes
 
 
 @dataclass(eq=False)
@@ -248,6 +249,10 @@ class _Run:
         ] = []  # heap: (time, sequence, kind, target, version)
         self.sequence = 0
         self.now = 0.0  # the time of the latest event handled
+        # Every request that reached the store: when, from which node, and whether it was refused.
+        self.log_times: list[float] = []
+        self.log_nodes: list[int] = []
+        self.log_refused: list[bool] = []
         capacity = max(1.0, hardware.rate_limit or 0.0)
         self.bucket = [capacity, 0.0, capacity]  # tokens, when counted, capacity
         self.nodes = [self._node(index) for index in range(hardware.nodes)]
@@ -321,8 +326,10 @@ class _Run:
         elif kind == _FIRST_BYTE:
             item = self.downloads[target]
             node = self.nodes[item.node]
-            size = int(self.workload.stored_bytes[item.shard]) / int(
-                self.workload.requests_per_shard[item.shard]
+            size = (
+                item.index_bytes
+                if item.shard < 0
+                else int(self.workload.stored_bytes[item.shard]) / int(self.workload.requests_per_shard[item.shard])
             )
             node.link.add(time, target, size)
             self._schedule_link(node)
@@ -359,6 +366,7 @@ class _Run:
             tokens = min(capacity, tokens + max(0.0, time - counted) * hw.rate_limit)
             self.bucket[:2] = [tokens, max(time, counted)]
             answer = time + hw.latency
+            self._log(time, node.index, tokens < 1.0)
             if tokens < 1.0:
                 node.throttled += 1
                 node.rate = node_rate.refused(node.rate, answer, sent_at, None)
@@ -369,14 +377,32 @@ class _Run:
                 node.failed += 1  # the real run raises here; the model lets the request through
             self.bucket[0] -= 1.0
             node.rate = node_rate.answered(node.rate, answer, sent_at)
+        else:
+            self._log(time, node.index, False)
         item.throttled_since = None
         node.requests += 1
         self._push(time + hw.latency, _FIRST_BYTE, download)
+
+    def _log(self, time: float, node: int, refused: bool) -> None:
+        self.log_times.append(time)
+        self.log_nodes.append(node)
+        self.log_refused.append(refused)
+
+    def start_index(self, node: _Node, size: int, time: float) -> int:
+        """Download one stream's index (``size`` bytes) for ``node`` at ``time``: one GET, no cache room."""
+        download = len(self.downloads)
+        self.downloads.append(_Download(node.index, -1, 1, index_bytes=size))
+        self._push(time, _REQUEST, download)
+        return download
 
     def _transferred(self, time: float, download: int) -> None:
         """A file of ``download`` is in: request the next, or the shard is ready once decompressed."""
         item = self.downloads[download]
         node = self.nodes[item.node]
+        if item.shard < 0:  # a stream's index
+            item.ready = time
+            node.bytes += item.index_bytes
+            return
         item.files_left -= 1
         if item.files_left:
             self._push(time, _REQUEST, download)
@@ -625,20 +651,25 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     end = np.zeros(steps)
     wait = np.zeros(steps)
     nodes = run.nodes
+    # Each node downloads every stream's index first (one GET each, by one of its processes).
+    indexes = [
+        [run.start_index(node, size, 0.0) for size in workload.stream_index_bytes if size] for node in nodes
+    ]
+    opens = np.array([max((run.ready_time(index) for index in mine), default=0.0) for mine in indexes])
     for node in nodes:  # the first shards of the readers, alone: the window opens once they are in
         node.first_wave = min(int(np.searchsorted(node.first, 0, side="right")), run.readers)
-        run.release(node, 0, 0, 0.0, upto=node.first_wave)
-        run.open_window(node, 0.0)
+        run.release(node, 0, 0, float(opens[node.index]), upto=node.first_wave)
+        run.open_window(node, float(opens[node.index]))
     previous_end = 0.0
     data_ready = np.zeros(hardware.nodes)
     for step in range(steps):
         data_ready[:] = 0.0
         for node in nodes:  # first every node's requests for what the window could not fetch ahead
             if node.next_release <= step:
-                run.release(node, step, step, previous_end)
+                run.release(node, step, step, max(previous_end, float(opens[node.index])))
         for node in nodes:  # then the store answers them all, in time order (the rest needs room made)
             if min(node.next_resolve, node.next_release) <= step:
-                data_ready[node.index] = run.settle_node(node, step, previous_end)
+                data_ready[node.index] = run.settle_node(node, step, max(previous_end, float(opens[node.index])))
         begin = worker_free[:, step % workers]
         if step >= credit:
             begin = np.maximum(begin, start[step - credit])
@@ -681,6 +712,9 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
         ),
         shuffle=reads.shuffle,
         notes=tuple(notes),
+        request_times=np.array(run.log_times, np.float64),
+        request_nodes=np.array(run.log_nodes, np.int64),
+        request_refused=np.array(run.log_refused, bool),
     )
 
 

@@ -21,6 +21,10 @@ from stream_plugin.order.data_parallel import (
 from stream_plugin.order.mixing import StreamWeight
 from stream_plugin.reading.config import DatasetConfig
 
+# An MDS index.json's bytes per shard, where the index is not read (a synthetic shape): issue 39 measured
+# 275 MB for a million shards (one or two columns; more columns, compression and hashes add to it).
+INDEX_BYTES_PER_SHARD = 275
+
 
 def _positive(
     name: str, value: float | None, *, allow_zero: bool = False, allow_none: bool = False, fix: str
@@ -56,6 +60,9 @@ class Workload:
     config: DatasetConfig  # batch_size (per device) must be set
     weights: tuple[StreamWeight, ...] = ()  # one per stream; () means no stream sets a weight
     download_retry: int | None = None  # retries after a failed request (a 429 uses none); None: the default
+    # Bytes of each stream's index (its index.json, a Parquet stream's too) that every node downloads once
+    # before its first shard; () downloads none (a shape without an index)
+    index_bytes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         num_shards = len(self.samples_per_shard)
@@ -82,6 +89,11 @@ class Workload:
         check_int(
             "download_retry", self.download_retry, minimum=0, allow_none=True, fix="pass 0 or more retries"
         )
+        if self.index_bytes and len(self.index_bytes) != len(self.shards_per_stream):
+            raise ConfigError(
+                f"Workload.index_bytes: expected one size per stream ({len(self.shards_per_stream)}), found "
+                f"{len(self.index_bytes)}; pass each stream's index.json bytes, or () to estimate them"
+            )
         if self.weights and len(self.weights) != len(self.shards_per_stream):
             raise ConfigError(
                 f"Workload.weights: expected one per stream ({len(self.shards_per_stream)}), found {len(self.weights)}"
@@ -96,6 +108,11 @@ class Workload:
         return int(np.sum(self.samples_per_shard))
 
     @property
+    def stream_index_bytes(self) -> tuple[int, ...]:
+        """Each stream's index bytes (0 each without ``index_bytes``)."""
+        return self.index_bytes or tuple(0 for _ in self.shards_per_stream)
+
+    @property
     def stream_weights(self) -> tuple[StreamWeight, ...]:
         return self.weights or tuple(StreamWeight() for _ in self.shards_per_stream)
 
@@ -107,10 +124,12 @@ class Workload:
         samples_per_shard: int,
         raw_bytes_per_shard: int,
         stored_bytes_per_shard: int | None = None,
+        index_bytes_per_shard: int = 0,
         config: DatasetConfig,
         keep_zip: bool = False,
     ) -> Workload:
-        """One stream of ``shards`` equal shards (MosaicML's synthetic shape)."""
+        """One stream of ``shards`` equal shards (MosaicML's synthetic shape), whose index takes
+        ``index_bytes_per_shard`` a shard (``INDEX_BYTES_PER_SHARD`` for an MDS index.json; 0: none)."""
         check_int("shards", shards, minimum=1, fix="pass the number of shards")
         check_int("samples_per_shard", samples_per_shard, minimum=1, fix="pass samples per shard")
         check_int("raw_bytes_per_shard", raw_bytes_per_shard, minimum=1, fix="pass the shard size in bytes")
@@ -127,6 +146,7 @@ class Workload:
             requests_per_shard=np.ones(shards, np.int64),
             shards_per_stream=(shards,),
             config=config,
+            index_bytes=(shards * index_bytes_per_shard,) if index_bytes_per_shard else (),
         )
 
 
@@ -246,14 +266,19 @@ class Simulation:
     wait: np.ndarray  # float64 (T,): seconds the step waited for data after the previous step ended
     epoch_of_step: np.ndarray  # int64 (T,)
     samples_per_step: np.ndarray  # int64 (T,): samples of the global batch
-    node_requests: np.ndarray  # int64 (N,): GET requests answered with data (one per file downloaded)
+    node_requests: np.ndarray  # int64 (N,): GET requests answered with data (one per file, index included)
     node_throttled: np.ndarray  # int64 (N,): requests answered 429 (each retried)
-    node_bytes: np.ndarray  # int64 (N,): bytes downloaded
+    node_bytes: np.ndarray  # int64 (N,): bytes downloaded (shards and the index)
     node_downloads: np.ndarray  # int64 (N,): shard downloads
     node_peak_cache: np.ndarray  # int64 (N,): the most bytes the node's cache held (placed and in flight)
     download_once_cache_limit: int  # the smallest cache_limit that downloads no shard twice on any node
     shuffle: tuple[EpochShuffle, ...]  # one per epoch simulated
     notes: tuple[str, ...] = field(default=())  # what the model assumed or could not model, for the report
+    # Every request that reached the store: when (s), from which node, and whether it was refused (429).
+    # float64 / int64 / bool (R,), in the order the store saw them.
+    request_times: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    request_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    request_refused: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
     @property
     def num_steps(self) -> int:
@@ -324,6 +349,7 @@ class Simulation:
             "egress_cost": self.cost(price_per_gb),
             "requests": self.requests,
             "throttled_requests": int(self.node_throttled.sum()),
+            "index_bytes_per_node": int(sum(self.workload.stream_index_bytes)),
             "nodes": [
                 {
                     "node": node,
@@ -349,4 +375,4 @@ class Simulation:
         }
 
 
-__all__ = ["EpochShuffle", "Hardware", "Simulation", "Workload"]
+__all__ = ["INDEX_BYTES_PER_SHARD", "EpochShuffle", "Hardware", "Simulation", "Workload"]

@@ -76,7 +76,8 @@ def test_simulate_prints_the_table(synthetic: Path) -> None:
     assert result.stdout.startswith(
         "simulated: 2,000 steps, 2 epoch(s), 2 node(s) x 2 device(s) x 8 worker(s)\n"
     )
-    assert "1.5 GiB in 64 requests (0 answered 429), $0.14 at $0.09/GB" in result.stdout  # 64 x 24 MiB, once
+    # 64 x 24 MiB once, and one index.json a node (64 x 275 bytes, estimated for a synthetic shape)
+    assert "1.5 GiB in 66 requests (0 answered 429), $0.14 at $0.09/GB" in result.stdout
     assert "shuffle quality:" in result.stdout
 
 
@@ -128,7 +129,8 @@ def test_a_real_dataset_is_simulated_from_its_index(s3_bucket: S3Bucket) -> None
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["inputs"]["data"]["samples"] == 300
-    assert figures["requests"] == 3  # each shard downloaded once
+    assert figures["requests"] == 3 + 1  # each shard downloaded once, and the index.json
+    assert figures["index_bytes_per_node"] == len(s3_bucket.get("data/index.json"))
 
 
 def test_calibrate_measures_real_shards_and_uses_the_figures(s3_bucket: S3Bucket) -> None:

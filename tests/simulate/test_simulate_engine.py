@@ -16,6 +16,7 @@ from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.simulate import Hardware, Workload, simulate
 from stream_plugin.simulate.engine import readers_floor, window_steps
 from stream_plugin.simulate.ideal_caches import belady_misses, lru_misses
+from stream_plugin.simulate.model import INDEX_BYTES_PER_SHARD
 from stream_plugin.simulate.reads import Locator, plan_reads
 
 SHARD_BYTES = 1 << 20
@@ -275,3 +276,20 @@ def test_each_nodes_shard_spans_are_its_ranks_real_reads(
         assert dict(zip(spans.shards.tolist(), spans.first.tolist(), strict=True)) == first
         assert dict(zip(spans.shards.tolist(), spans.last.tolist(), strict=True)) == last
     assert any("device_per_stream" in note for note in plan.notes) == (batching_method == "device_per_stream")
+
+
+def test_each_node_downloads_the_index_once_before_its_first_shard() -> None:
+    shape = {"shards": SHARDS, "samples_per_shard": PER_SHARD, "raw_bytes_per_shard": SHARD_BYTES}
+    config = DatasetConfig(**settings())  # type: ignore[arg-type]
+    index = SHARDS * INDEX_BYTES_PER_SHARD
+    bare = simulate(Workload.synthetic(**shape, config=config), hardware(bandwidth=1e6, latency=0.01))
+    indexed = simulate(
+        Workload.synthetic(**shape, index_bytes_per_shard=INDEX_BYTES_PER_SHARD, config=config),
+        hardware(bandwidth=1e6, latency=0.01),
+    )
+    assert (indexed.node_requests - bare.node_requests).tolist() == [1, 1]
+    assert (indexed.node_bytes - bare.node_bytes).tolist() == [index, index]
+    assert indexed.node_downloads.tolist() == bare.node_downloads.tolist()  # the index is not a shard
+    # The first shards wait for it: its request's latency and its bytes alone on the link.
+    assert indexed.time_to_first_batch == pytest.approx(bare.time_to_first_batch + 0.01 + index / 1e6, rel=1e-6)
+    assert indexed.summary()["index_bytes_per_node"] == index

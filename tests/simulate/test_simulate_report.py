@@ -96,6 +96,7 @@ def test_the_json_is_the_simulations_summary_with_the_inputs_and_per_step_spread
         "egress_cost": pytest.approx(10 * GIB / 1e9 * 0.09),
         "requests": 11,
         "throttled_requests": 2,
+        "index_bytes_per_node": 0,  # a synthetic shape's workload without an index
         "nodes": [
             {"node": 0, "requests": 5, "throttled": 1, "bytes": 5 * GIB, "downloads": 5, "peak_cache_bytes": 3 * GIB},
             {"node": 1, "requests": 6, "throttled": 1, "bytes": 5 * GIB, "downloads": 6, "peak_cache_bytes": 3 * GIB},

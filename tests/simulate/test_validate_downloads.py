@@ -1,7 +1,7 @@
 """The simulator's downloads against a real run: 2 nodes x 2 ranks x 2 workers, 2 epochs, GETs counted.
 
 The real run: four rank processes (an env-var world, two to a node, each node with its own cache folder)
-read 64 shards of 16 samples through a loopback HTTP server that counts each node's shard GETs and
+read 64 shards of 16 samples through a loopback HTTP server that counts each node's GETs (shards and index.json) and
 bytes (``support.throttle_proxy``), meeting at a barrier after every batch as data parallelism does.
 The prediction: ``simulate`` of the same dataset (its index) and settings.
 
@@ -30,12 +30,13 @@ from stream_plugin.simulate import Hardware, Simulation, simulate
 NODES, RANKS, WORKERS, EPOCHS = 2, 2, 2, 2
 SHARDS, PER_SHARD, DEVICE_BATCH = 64, 16, 4
 SHUFFLE = {"shuffle": True, "shuffle_algo": "py1e", "shuffle_block_size": 2 * PER_SHARD}
+KINDS = ("shard", "index")  # what a node downloads: the simulation counts the index.json each node fetches
 
 
 @dataclass(frozen=True)
 class Compared:
-    gets: np.ndarray  # int64 (N,): shard GETs each node made
-    bytes: np.ndarray  # int64 (N,): shard bytes each node downloaded
+    gets: np.ndarray  # int64 (N,): GETs each node made (shards and index.json)
+    bytes: np.ndarray  # int64 (N,): bytes each node downloaded (shards and index.json)
     predicted: Simulation
 
 
@@ -62,8 +63,8 @@ class Rig:
         config = DatasetConfig(batch_size=DEVICE_BATCH, **SHUFFLE, **settings)  # type: ignore[arg-type]
         hardware = Hardware(nodes=NODES, devices_per_node=RANKS, workers=WORKERS, epochs=EPOCHS)
         compared = Compared(
-            gets=np.array([self.server.count("gets", group) for group in groups]),
-            bytes=np.array([self.server.count("bytes", group) for group in groups]),
+            gets=np.array([sum(self.server.count("gets", group, kind) for kind in KINDS) for group in groups]),
+            bytes=np.array([sum(self.server.count("bytes", group, kind) for kind in KINDS) for group in groups]),
             predicted=simulate(workload_of(self.folder, config), hardware),
         )
         print(
@@ -95,6 +96,11 @@ def test_without_a_cache_limit_each_nodes_gets_and_bytes_equal_the_simulation(ri
     assert run.gets.tolist() == run.predicted.node_requests.tolist()
     assert run.bytes.tolist() == run.predicted.node_bytes.tolist()
     assert run.gets.min() > 0
+    # The index is part of it: each node fetches its index.json once, as the simulation counts it.
+    index = (rig.folder / "index.json").stat().st_size
+    assert [rig.server.count("gets", f"node{node}", "index") for node in range(NODES)] == [1] * NODES
+    assert [rig.server.count("bytes", f"node{node}", "index") for node in range(NODES)] == [index] * NODES
+    assert run.predicted.summary()["index_bytes_per_node"] == index
 
 
 @pytest.mark.parametrize("predownload", [8, None], ids=["predownload-8", "predownload-default"])
