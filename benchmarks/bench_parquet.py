@@ -112,7 +112,10 @@ def _loader(library: str, folder: str, shuffle: bool, num_workers: int) -> Any:
     from litdata.streaming.item_loader import ParquetLoader
 
     theirs = LitDataset(input_dir=folder, item_loader=ParquetLoader(), shuffle=shuffle)
-    return LitLoader(theirs, batch_size=BATCH, num_workers=num_workers)
+    # litdata refuses fork with its ParquetLoader (polars' thread pool deadlocks in a forked worker,
+    # litdata issue 823) and asks for spawn; workers start before the first batch, which is not timed.
+    context = {"multiprocessing_context": "spawn"} if num_workers else {}
+    return LitLoader(theirs, batch_size=BATCH, num_workers=num_workers, **context)
 
 
 def _litdata_ready() -> str | None:
