@@ -71,6 +71,53 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def rate_bin(simulation: Simulation) -> float:
+    """Seconds per bin of the request rates: one second, wider for a run of over ``_PLOT_POINTS``
+    seconds (whole seconds, at most ``_PLOT_POINTS`` bins)."""
+    span = float(simulation.request_times.max()) if len(simulation.request_times) else 0.0
+    return float(max(1, int(np.ceil(span / _PLOT_POINTS))))
+
+
+def request_rates(simulation: Simulation) -> dict[str, Any]:
+    """Requests the store saw per second over time, and the ones it refused (429), in total and per
+    node: counts of ``Simulation.request_times`` in bins of ``rate_bin`` seconds, over the bin width.
+
+    ``per_node`` holds each node's series up to ``_NODE_ROWS`` nodes; above it, ``nodes_per_s`` holds
+    the min, median and max over the nodes of each bin."""
+    width = rate_bin(simulation)
+    times, nodes, refused = simulation.request_times, simulation.request_nodes, simulation.request_refused
+    count = len(simulation.node_requests)
+    bins = int(np.floor(times.max() / width)) + 1 if len(times) else 0
+    slot = np.floor(times / width).astype(np.int64)  # (R,): each request's bin
+    per_node = np.zeros((count, bins), np.int64)  # (N, bins)
+    np.add.at(per_node, (nodes, slot), 1)
+    refused_per_bin = np.bincount(slot[refused], minlength=bins)  # (bins,)
+    total = per_node.sum(axis=0)  # (bins,)
+    node_peaks = per_node.max(axis=1) / width if bins else np.zeros(count)  # (N,)
+    figures: dict[str, Any] = {
+        "bin_s": width,
+        "requests_per_s": (total / width).tolist(),
+        "refused_per_s": (refused_per_bin / width).tolist(),
+        "peak_requests_per_s": float(total.max() / width) if bins else 0.0,
+        "peak_refused_per_s": float(refused_per_bin.max() / width) if bins else 0.0,
+        "peak_node_requests_per_s": node_peaks.tolist(),
+    }
+    if count <= _NODE_ROWS:
+        figures["per_node"] = [
+            {
+                "requests_per_s": (per_node[node] / width).tolist(),
+                "refused_per_s": (np.bincount(slot[refused & (nodes == node)], minlength=bins) / width).tolist(),
+            }
+            for node in range(count)
+        ]
+    else:
+        figures["nodes_per_s"] = {
+            label: (pick(per_node, axis=0) / width).tolist() if bins else []
+            for label, pick in (("min", np.min), ("median", np.median), ("max", np.max))
+        }
+    return figures
+
+
 def inputs(simulation: Simulation) -> dict[str, Any]:
     """What was simulated: the hardware, the data's shape and the dataset's settings."""
     workload = simulation.workload
@@ -95,6 +142,7 @@ def summary(simulation: Simulation, *, price_per_gb: float = 0.0) -> dict[str, A
         "throughput_per_step_samples_per_s": _distribution(simulation.throughput),
         "wait_per_step_s": _distribution(simulation.wait),
         "epochs": int(simulation.epoch_of_step.max()) + 1 if simulation.num_steps else 0,
+        "request_rate": request_rates(simulation),
         "inputs": inputs(simulation),
     }
 
@@ -134,6 +182,31 @@ def _node_rows(figures: Mapping[str, Any]) -> list[list[str]]:
         for label, pick in (("min", np.min), ("median", np.median), ("max", np.max)):
             body.append([label, *(show(int(pick([node[key] for node in nodes]))) for key, show in columns)])
     return [header, *body]
+
+
+def _rate_lines(rates: Mapping[str, Any], nodes: int) -> list[str]:
+    """The request rates' section of the table: the job's peak and each node's (none without requests)."""
+    if not rates["requests_per_s"]:
+        return []
+    width = rates["bin_s"]
+    peaks = rates["peak_node_requests_per_s"]
+    busiest = int(np.argmax(rates["requests_per_s"]))
+    rows = [
+        ["job", f"{rates['peak_requests_per_s']:,.0f}", f"{rates['peak_refused_per_s']:,.0f}",
+         f"{busiest * width:g}-{(busiest + 1) * width:g} s"],
+    ]  # fmt: skip
+    if nodes <= _NODE_ROWS:
+        rows += [[f"node {node}", f"{peak:,.0f}", "", ""] for node, peak in enumerate(peaks)]
+    else:
+        rows += [
+            [f"node ({label})", f"{float(pick(peaks)):,.0f}", "", ""]
+            for label, pick in (("min", np.min), ("median", np.median), ("max", np.max))
+        ]
+    return [
+        "",
+        f"requests to the store per second (in {width:g} s bins; --report plots them over time):",
+        *_aligned([["", "peak requests/s", "refused (429)/s", "busiest"], *rows]),
+    ]
 
 
 def format_table(simulation: Simulation, *, price_per_gb: float = 0.0) -> str:
@@ -181,6 +254,7 @@ def format_table(simulation: Simulation, *, price_per_gb: float = 0.0) -> str:
         "",
         "per node:",
         *_aligned(_node_rows(figures)),
+        *_rate_lines(figures["request_rate"], len(figures["nodes"])),
         "",
         "shuffle quality:",
         *_aligned(
@@ -266,12 +340,15 @@ def require_plotting() -> None:
 def plots(simulation: Simulation) -> dict[str, bytes]:
     """The report's figures as PNG bytes, by file name (needs matplotlib)."""
     require_plotting()
-    return {
+    images = {
         "throughput.png": _png(_plot_throughput, simulation),
         "wait.png": _png(_plot_wait, simulation),
         "egress.png": _png(_plot_egress, simulation),
         "cache.png": _png(_plot_cache, simulation),
     }
+    if len(simulation.request_times):
+        images["requests.png"] = _png(_plot_requests, simulation)
+    return images
 
 
 def _png(draw: Callable[[Any, Simulation], None], simulation: Simulation) -> bytes:
@@ -347,6 +424,28 @@ def _plot_egress(axes: Any, simulation: Simulation) -> None:
             axes.annotate(
                 f"{int(requests):,} req", (node, size / 2**30), ha="center", va="bottom", fontsize="small"
             )
+
+
+def _plot_requests(axes: Any, simulation: Simulation) -> None:
+    rates = request_rates(simulation)
+    width = rates["bin_s"]
+    starts = np.arange(len(rates["requests_per_s"])) * width
+    axes.step(starts, rates["requests_per_s"], where="post", linewidth=1.2, color="tab:blue", label="job")
+    if "per_node" in rates and len(rates["per_node"]) > 1:
+        for node, series in enumerate(rates["per_node"]):
+            axes.step(starts, series["requests_per_s"], where="post", linewidth=0.6, alpha=0.6,
+                      label=f"node {node}" if node < 4 else None)  # fmt: skip
+    elif "nodes_per_s" in rates:
+        axes.step(starts, rates["nodes_per_s"]["max"], where="post", linewidth=0.8, color="tab:grey",
+                  label="busiest node")  # fmt: skip
+    if any(rates["refused_per_s"]):
+        axes.step(starts, rates["refused_per_s"], where="post", linewidth=1.2, color="tab:red", label="refused (429)")
+    limit = simulation.hardware.rate_limit
+    if limit is not None:
+        axes.axhline(limit, color="black", linestyle="--", linewidth=1, label="rate limit")
+    axes.set(title="Requests to the store per second", xlabel="seconds", ylabel="requests per second")
+    axes.set_ylim(bottom=0)
+    axes.legend(loc="upper right", fontsize="small")
 
 
 def _plot_cache(axes: Any, simulation: Simulation) -> None:
@@ -441,6 +540,8 @@ def write_report(simulation: Simulation, folder: str | Path, *, price_per_gb: fl
 
 
 __all__ = [
+    "rate_bin",
+    "request_rates",
     "format_seconds",
     "format_table",
     "format_tuning",

@@ -102,7 +102,7 @@ def test_report_writes_a_page_with_its_plots_embedded(synthetic: Path, tmp_path:
     page = (tmp_path / "out" / "index.html").read_text()
     for png in (tmp_path / "out").glob("*.png"):
         assert base64.b64encode(png.read_bytes()).decode() in page
-    assert len(list((tmp_path / "out").glob("*.png"))) == 4
+    assert len(list((tmp_path / "out").glob("*.png"))) == 5  # throughput, wait, egress, cache, requests
 
 
 def test_report_without_matplotlib_names_the_extra_before_simulating(synthetic: Path, tmp_path: Path) -> None:

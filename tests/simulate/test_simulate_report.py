@@ -7,18 +7,20 @@ import base64
 import importlib.util
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from stream_plugin.reading.config import DatasetConfig
-from stream_plugin.simulate import EpochShuffle, Hardware, Simulation, Workload
+from stream_plugin.simulate import EpochShuffle, Hardware, Simulation, Workload, simulate
 from stream_plugin.simulate.report import (
     format_seconds,
     format_table,
     format_tuning,
     render_html,
+    request_rates,
     summary,
     write_report,
 )
@@ -192,3 +194,73 @@ def test_the_tuning_ranking_lists_settings_best_first() -> None:
     assert re.search(r"\n  1 +yes +8 +2 +unset +default +", text)
     assert re.search(r"\n  2 +no +32 +4 +2.0 GiB +1,000 +", text)
     assert "cache_limit: too small" in text
+
+
+def rated_simulation() -> Simulation:
+    """``fake_simulation`` whose store saw requests at known times: node 0 at 0.1, 0.2 (refused), 0.9
+    and 2.5 s; node 1 at 0.5 and 2.0 s (refused)."""
+    simulation = fake_simulation()
+    return Simulation(
+        **{
+            **simulation.__dict__,
+            "request_times": np.array([0.1, 0.2, 0.5, 0.9, 2.0, 2.5]),
+            "request_nodes": np.array([0, 0, 1, 0, 1, 0]),
+            "request_refused": np.array([False, True, False, False, True, False]),
+        }
+    )
+
+
+def test_the_request_rates_count_the_requests_the_store_saw_each_second() -> None:
+    rates = request_rates(rated_simulation())
+    assert rates["bin_s"] == 1.0
+    assert rates["requests_per_s"] == [4.0, 0.0, 2.0]
+    assert rates["refused_per_s"] == [1.0, 0.0, 1.0]
+    assert rates["per_node"][0] == {"requests_per_s": [3.0, 0.0, 1.0], "refused_per_s": [1.0, 0.0, 0.0]}
+    assert rates["per_node"][1] == {"requests_per_s": [1.0, 0.0, 1.0], "refused_per_s": [0.0, 0.0, 1.0]}
+    assert (rates["peak_requests_per_s"], rates["peak_refused_per_s"]) == (4.0, 1.0)
+    assert rates["peak_node_requests_per_s"] == [3.0, 1.0]
+    assert summary(rated_simulation())["request_rate"] == rates
+    table = format_table(rated_simulation())
+    assert re.search(r"\n  job +4 +1 +0-1 s\n  node 0 +3\n  node 1 +1\n", table)
+
+
+def test_a_simulated_throttled_run_reports_every_request_and_429_it_made() -> None:
+    work = Workload.synthetic(
+        shards=64, samples_per_shard=32, raw_bytes_per_shard=1 << 20, config=DatasetConfig(batch_size=4)
+    )
+    hardware = Hardware(nodes=3, devices_per_node=2, workers=2, latency=0.01, rate_limit=20, step_time=0.01)
+    simulation = simulate(work, hardware)
+    rates = request_rates(simulation)
+    sent = simulation.node_requests + simulation.node_throttled  # admitted, and each 429
+    assert simulation.node_throttled.sum() > 0
+    assert sum(rates["requests_per_s"]) * rates["bin_s"] == sent.sum()
+    assert sum(rates["refused_per_s"]) * rates["bin_s"] == simulation.node_throttled.sum()
+    for node in range(3):
+        assert sum(rates["per_node"][node]["requests_per_s"]) == sent[node]
+        assert sum(rates["per_node"][node]["refused_per_s"]) == simulation.node_throttled[node]
+    # The store admits 20 a second (a bucket of 20 at the start): what it let through never beats that.
+    admitted = np.array(rates["requests_per_s"]) - np.array(rates["refused_per_s"])
+    assert admitted[0] <= 2 * 20 and np.all(admitted[1:] <= 20 + 1)
+
+
+def test_many_nodes_report_the_spread_of_their_rates() -> None:
+    simulation = rated_simulation()
+    many = Simulation(
+        **{
+            **simulation.__dict__,
+            "hardware": replace(simulation.hardware, nodes=20),
+            "node_requests": np.full(20, 1),
+            "request_nodes": np.array([0, 0, 1, 0, 19, 0]),
+        }
+    )
+    rates = request_rates(many)
+    assert "per_node" not in rates
+    assert rates["nodes_per_s"]["max"] == [3.0, 0.0, 1.0]
+    assert rates["nodes_per_s"]["min"] == [0.0, 0.0, 0.0]
+
+
+@needs_matplotlib
+def test_the_report_plots_the_request_rates_when_the_store_saw_requests(tmp_path: Path) -> None:
+    page = write_report(rated_simulation(), tmp_path)
+    assert (page.parent / "requests.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert json.loads((page.parent / "summary.json").read_text())["request_rate"]["requests_per_s"] == [4, 0, 2]

@@ -181,7 +181,9 @@ def run_setting(setting: Setting, root: Path) -> tuple[Figures, Figures, Measure
         throttled = server.count("throttled", "node0")
         started = start_up(run, server)
     config = DatasetConfig(batch_size=setting.device_batch, **setting.dataset)
-    workload = workload_of(folder, config)
+    # The run's clock starts at its first iterator, after the dataset read its index.json: simulate it
+    # with the index in hand, as the run starts.
+    workload = replace(workload_of(folder, config), index_bytes=())
     if setting.download_retry is not None:
         workload = replace(workload, download_retry=setting.download_retry)
     step_cost = float(np.mean(run.step_costs))
