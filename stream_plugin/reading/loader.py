@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, default_collate
+from torch.utils.data import DataLoader, default_collate, get_worker_info
 
 from stream_plugin.collectives import distributed
 from stream_plugin.errors import ConfigError
@@ -22,7 +22,7 @@ from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.layout_check import batch_digest, check_layout
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.torch_internals import make_iterator, stop_workers
-from stream_plugin.reading.transport import PackedCollate
+from stream_plugin.reading.transport import REGION_TENSOR_MAX_BYTES, PackedCollate
 
 
 def collate_zero_copy(batch: list[Any]) -> Any:
@@ -30,11 +30,16 @@ def collate_zero_copy(batch: list[Any]) -> Any:
 
     ``ndarray`` columns are zero-copy, read-only views of the shard; collate copies them when it
     stacks the batch, so the warning PyTorch prints once per process is noise. A batch of plain tensors
-    (token blocks) is stacked at once, into ordinary memory also in a worker: ``default_collate`` would
-    stack it into a new shared-memory segment there, which ``PackedCollate`` does not need (it copies
-    the batch into its region, or inside the pickle).
+    (token blocks) is stacked at once, into ordinary memory also in a worker when it is at most
+    ``REGION_TENSOR_MAX_BYTES``: ``default_collate`` would stack it into a new shared-memory segment
+    there, which ``PackedCollate`` does not need for such a batch (it copies it into its region, or
+    inside the pickle). A larger one takes torch's segment, handed over without another copy.
     """
-    if type(batch[0]) is torch.Tensor:
+    first = batch[0]
+    if type(first) is torch.Tensor and (
+        get_worker_info() is None
+        or first.numel() * first.element_size() * len(batch) <= REGION_TENSOR_MAX_BYTES
+    ):
         return torch.stack(batch)
     with warnings.catch_warnings():
         warnings.filterwarnings(

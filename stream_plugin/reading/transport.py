@@ -7,8 +7,9 @@ the pickle, copied four times on the way. ``PackedCollate`` wraps the loader's c
 in a worker only, rewrites the batch just before it is pickled:
 
 - a CPU tensor travels through the iterator's ``SharedRegion`` where its workers were forked with one
-  (from ``REGION_TENSOR_BYTES``: the worker copies it into its batch's slot, the main process copies it
-  out), else by value inside the pickle when small, else by torch's own path;
+  (from ``REGION_TENSOR_BYTES`` to ``REGION_TENSOR_MAX_BYTES``: the worker copies it into its batch's
+  slot, the main process copies it out), else by value inside the pickle when small, else by torch's
+  own path;
 - a list of ``bytes`` that is large in total (``SHARED_BYTES_MIN``) travels through shared memory:
   a slot of the iterator's ``SharedRegion`` where its workers were forked with one (the worker writes
   the items there and sends only their offsets, the batch marked as a ``RegionBatch``), else a shared
