@@ -43,8 +43,13 @@ class BeladyClock:
         columns = np.array([shard_of.get(entry.raw_data.basename, -1) for entry in entries], dtype=np.int64)
         uses = np.full(len(entries), NEVER, dtype=np.int64)  # (k,): a shard outside the future: never
         inside = columns >= 0
-        uses[inside] = future.next_use(columns[inside], self._now)
+        uses[inside] = future.next_use(columns[inside], self._now, self._now + self._window())
         return uses
+
+    def _window(self) -> int:
+        """How far past this process's clock the node's reads may be: the reach ahead (two batches of every
+        worker past the other workers' lag), or none when the reach is unbounded."""
+        return 0 if self._reach >= NEVER // 2 else self._reach
 
     def within_reach(self, time: int) -> bool:
         """Whether a download ahead of a shard read at ``time`` may evict (it is near enough now)."""

@@ -257,6 +257,8 @@ class Evictor:
         if keep_before is not None and self._missing_before(shards, present, skip, keep_before):
             return False
         excess = self._usage(present, reserved) + need - self._limit
+        if keep_before is not None and not self._leaves_room_on_demand(need, -excess, present, skip):
+            return False
         if excess <= 0:
             return True
         if keep_before is not None and not self._within_reach(keep_before):
@@ -279,6 +281,33 @@ class Evictor:
         ]
         uses = self._next_uses(missing) if missing else None
         return uses is not None and bool((uses < time).any())
+
+    def _leaves_room_on_demand(
+        self, need: int, room_after: int, present: dict[str, int], skip: set[str]
+    ) -> bool:
+        """Whether, after a download ahead of ``need`` bytes (``room_after``: free bytes left once it is
+        placed, negative when it must evict), a download on demand of as much still finds room: free room,
+        or shards no process reads or downloads, besides the one brought in.
+
+        When readers pin all cached shards but one, a download ahead would take that one, and the next
+        download on demand would have to evict the shard just brought in, before it is read: each such
+        download ahead costs a download. It waits instead; the shard is fetched on demand.
+        """
+        wanted = need - room_after  # idle bytes needed beyond the free room
+        if wanted <= 0:
+            return True
+        for name, size in present.items():
+            if not size or name in skip:
+                continue
+            with (
+                try_locked(self._control.shard_lock(name)) as not_downloading,
+                try_locked(self._control.use_lock(name)) as not_read,
+            ):
+                if not_downloading and not_read:
+                    wanted -= size
+            if wanted <= 0:
+                return True
+        return False
 
     def _bytes_present(self, shards: Sequence[ShardEntry]) -> dict[str, int]:
         """Raw basename -> bytes of that shard's files in the folder now, for every shard."""

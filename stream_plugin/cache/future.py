@@ -75,19 +75,26 @@ class NodeFuture:
             return cls(empty, empty.copy())
         return cls(np.stack([first for first, _ in spans]), np.stack([last for _, last in spans]))
 
-    def next_use(self, shards: np.ndarray, now: int) -> np.ndarray:
+    def next_use(self, shards: np.ndarray, now: int, until: int | None = None) -> np.ndarray:
         """When the node next reads each of ``shards`` (int ids, (k,)) from time ``now`` on: ``now`` for a
-        shard inside one of its spans, ``NEVER`` for one not read again within the horizon. (k,) int64."""
+        shard inside one of its spans, ``NEVER`` for one not read again within the horizon. (k,) int64.
+
+        ``until`` (>= ``now``): the node may be anywhere in ``[now, until]`` (a process's clock trails the
+        node's reads); a shard read at some time in that window counts as read at ``until``, as one in use.
+        """
         shards = np.asarray(shards, dtype=np.int64)
+        until = now if until is None else max(until, now)
         result = np.full(len(shards), NEVER, dtype=np.int64)  # (k,)
         for first, last in zip(self.first[::-1], self.last[::-1]):  # the earliest pass wins
             ahead = last[shards]  # (k,)
             reads = (ahead >= now) & (ahead != NEVER)
-            result = np.where(reads, np.maximum(first[shards], now), result)
+            result = np.where(reads, np.maximum(first[shards], until), result)
         return result
 
 
-def read_spans(num_shards: int, pieces: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def read_spans(
+    num_shards: int, pieces: Iterable[tuple[np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
     """``(first, last)`` read time of each shard in one pass given as pieces ``(times (n,), shard ids
     (n,))``: int64 (num_shards,) each, ``NEVER`` for a shard the pass does not read."""
     first = np.full(num_shards, NEVER, dtype=np.int64)  # (num_shards,)
@@ -106,4 +113,12 @@ def shifted(spans: tuple[np.ndarray, np.ndarray], by: int) -> tuple[np.ndarray, 
     return np.where(read, first + by, NEVER), np.where(read, last + by, NEVER)
 
 
-__all__ = ["EVICTION_POLICIES", "NEVER", "EvictionPolicy", "NodeFuture", "check_eviction", "read_spans", "shifted"]
+__all__ = [
+    "EVICTION_POLICIES",
+    "NEVER",
+    "EvictionPolicy",
+    "NodeFuture",
+    "check_eviction",
+    "read_spans",
+    "shifted",
+]
