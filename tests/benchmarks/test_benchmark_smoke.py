@@ -29,6 +29,7 @@ FIGURE_TITLES = (
     "Token-block throughput (pre-training blocks across document boundaries)",
     "Image pipeline (the seeds' benchmark: JPEG, RandomResizedCrop, flip, float; batch 64, 2 workers)",
     "Large bytes samples in order, without a copy (10k x 100 KiB, 0 workers)",
+    "Parquet read throughput (ours over a Parquet index, ours over MDS, litdata's Parquet path)",
     "Simulation: MosaicML's example side by side, and a billion-sample epoch (issue 29)",
     "A billion-sample epoch: time and memory",
 )
@@ -75,7 +76,7 @@ def test_smoke_measures_ours_and_the_bare_ceiling_only(smoke_run: Path) -> None:
 
 def test_smoke_stores_each_figure_with_its_command(smoke_run: Path) -> None:
     stored = {path.stem: json.loads(path.read_text()) for path in (smoke_run / "results").glob("*.json")}
-    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress", "egress_epochs", "convert", "tokens", "images", "bytes", "simulate"}
+    assert set(stored) == {"write", "iterate", "cold", "resume", "order", "egress", "egress_epochs", "convert", "tokens", "images", "bytes", "parquet", "simulate"}
     for record in stored.values():
         assert record["command"].startswith("./benchmarks/run --smoke ")
         assert record["machine"][0].startswith("- machine: ")

@@ -46,6 +46,7 @@ class StreamSpec:
     keep_zip: bool | None = None
     throttle_deadline: float | None = None
     storage_options: dict[str, Any] | None = None
+    columns: list[str] | None = None  # a Parquet stream's columns to read (docs/parquet.md)
 
     def build(self) -> Stream:
         return Stream(**{item.name: getattr(self, item.name) for item in fields(self)})
@@ -69,6 +70,7 @@ class DatasetSpec:
     validate_hash: str | None = _DOWNLOADS.validate_hash
     keep_zip: bool = _DOWNLOADS.keep_zip
     throttle_deadline: float | None = None
+    columns: list[str] | None = None  # a Parquet stream's columns to read (docs/parquet.md)
     epoch_size: int | str | None = _DEFAULTS.epoch_size
     predownload: int | None = _DEFAULTS.predownload
     cache_limit: int | str | None = _DEFAULTS.cache_limit
