@@ -246,7 +246,9 @@ def command_simulate(args: argparse.Namespace) -> int:
                 "--decompress-rate and --sample-time instead"
             )
         measured = calibrate(
-            read_streams(run.dataset), allow_unsafe_types=bool(run.dataset.get("allow_unsafe_types"))
+            read_streams(run.dataset),
+            allow_unsafe_types=bool(run.dataset.get("allow_unsafe_types")),
+            batch_size=int(options.get("batch_size") or run.dataset.get("batch_size") or 1),
         )
         given = {name: value for name, value in measured.options().items() if name in options}
         options = {**measured.options(), **options}  # a value given on the command line wins
@@ -258,6 +260,18 @@ def command_simulate(args: argparse.Namespace) -> int:
         )
     workload, hardware = build_run(run, options)
     price = float(options.get("egress_price_per_gb", 0.0))
+    if args.tune and options.get("target_first_batch") is not None:
+        from stream_plugin.simulate.report import format_start_up
+        from stream_plugin.simulate.tune import tune_start_up
+
+        found = tune_start_up(workload, hardware, target_first_batch=float(options["target_first_batch"]))
+        print(
+            json.dumps([candidate.summary() for candidate in found], indent=2)
+            if args.json
+            else format_start_up(found, float(options["target_first_batch"])),
+            end="\n" if args.json else "",
+        )
+        return 0
     if args.tune:
         from stream_plugin.simulate.report import format_tuning
         from stream_plugin.simulate.tune import tune

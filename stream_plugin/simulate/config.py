@@ -155,6 +155,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("rate_limit", "hardware", "requests/s, whole job", "requests per second the store answers; more get 429 and are retried with backoff", _number, metavar="RATE"),
     Option("decompress_rate", "hardware", "bytes/s per download", "decompressed bytes per second of one download thread (unset: instant); measured by --calibrate", _bytes_per_second, metavar="RATE"),
     Option("sample_time", "hardware", "seconds per sample", "time a worker spends reading and decoding one sample; measured by --calibrate", _seconds, metavar="SECONDS"),
+    Option("worker_start", "hardware", "seconds", "time from the first iterator to a worker's first request (fork, its first iterator); measured by --calibrate", _seconds, metavar="SECONDS"),
+    Option("handover", "hardware", "seconds per batch", "time to hand a built batch from a worker to the trainer; measured by --calibrate", _seconds, metavar="SECONDS"),
+    Option("start_stagger", "hardware", "seconds", "what-if: spread the nodes' first downloads over this long (node i starts i/nodes of it late)", _seconds, metavar="SECONDS"),
+    Option("first_shards", "hardware", "downloads per node", "what-if: at most this many of a node's first shards downloading at once", _count, metavar="N"),
     Option("step_time", "hardware", "seconds per step", "compute time of one training step (one batch on every rank)", _seconds, metavar="SECONDS"),
     Option("step_time_per_sample", "hardware", "seconds per sample", "compute time added per sample of a device batch", _seconds, metavar="SECONDS"),
     Option("download_threads", "hardware", "downloads per worker", "concurrent downloads of one worker", _count, metavar="N"),
@@ -171,6 +175,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("predownload", "dataset", "samples per worker", "the dataset's predownload: samples each worker downloads ahead", _count, metavar="N"),
     Option("num_canonical_nodes", "dataset", "canonical nodes", "the dataset's num_canonical_nodes (default: the number of nodes)", _count, metavar="N"),
     Option("target_throughput", "run", "samples/s", "with --tune: the mean throughput a setting must reach (unset: no stalled step)", _number, metavar="RATE"),
+    Option("target_first_batch", "run", "seconds", "with --tune: search the start-up (staggered first downloads, fewer first shards at once) for a first batch within this", _seconds, metavar="SECONDS"),
     Option("egress_price_per_gb", "run", "dollars per 10^9 bytes", "price of egress, for the cost in the report", _number, metavar="DOLLARS"),
 )
 # fmt: on

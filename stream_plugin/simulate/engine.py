@@ -429,7 +429,7 @@ class _Run:
         thread of the node is busy."""
         download = len(self.downloads)
         self.downloads.append(_Download(node.index, shard, int(self.workload.requests_per_shard[shard])))
-        if node.active < self.slots:
+        if node.active < self._slots_of(node):
             node.active += 1
             self._push(time, _REQUEST, download)
         else:
@@ -441,6 +441,11 @@ class _Run:
         node.usage += footprint
         node.peak = max(node.peak, node.usage)
         return download
+
+    def _slots_of(self, node: _Node) -> int:
+        """Downloads ``node`` runs at once: ``first_shards`` until its window opens, then every thread."""
+        first = self.hardware.first_shards
+        return self.slots if node.opened or first is None else min(self.slots, first)
 
     def settle(self, until: float) -> None:
         """Handle every event before ``until``."""
@@ -521,6 +526,9 @@ class _Run:
             if node.ready_upto < node.first_wave:
                 return
             node.opened = True
+            while node.queued and node.active < self.slots:  # the first shards' limit is lifted
+                node.active += 1
+                self._push(time, _REQUEST, node.queued.popleft())
         # A worker that built every batch it may waits at the end of the last: its window reaches
         # ``ahead`` steps past it. One waiting for a shard waits at that shard's first read: its
         # window covers ``ahead`` steps from there, that one's included.
@@ -643,7 +651,7 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     steps = len(reads.samples_per_step)
     workers = max(hardware.workers, 1)
     batch_size = run.batch_size
-    build = batch_size * hardware.sample_time
+    build = batch_size * hardware.sample_time + hardware.handover  # read, then handed to the trainer
     compute = hardware.step_time + batch_size * hardware.step_time_per_sample
     credit = run.credit
     worker_free = np.zeros((hardware.nodes, workers))  # when each node's worker w finishes its batch
@@ -655,7 +663,13 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     indexes = [
         [run.start_index(node, size, 0.0) for size in workload.stream_index_bytes if size] for node in nodes
     ]
-    opens = np.array([max((run.ready_time(index) for index in mine), default=0.0) for mine in indexes])
+    # The index is read when the dataset is built; then the loader's workers start (fork, their first
+    # iterator) and ask for their first shards.
+    # ``start_stagger`` spreads the nodes' starts.
+    opens = hardware.worker_start + np.array(
+        [max((run.ready_time(index) for index in mine), default=0.0) for mine in indexes]
+    )
+    opens += hardware.start_stagger * np.arange(hardware.nodes) / hardware.nodes
     for node in nodes:  # the first shards of the readers, alone: the window opens once they are in
         node.first_wave = min(int(np.searchsorted(node.first, 0, side="right")), run.readers)
         run.release(node, 0, 0, float(opens[node.index]), upto=node.first_wave)

@@ -164,6 +164,13 @@ class Hardware:
     sample_time: float = 0.0  # seconds a worker spends reading and decoding one sample
     step_time: float = 0.0  # seconds of compute per training step (per batch)
     step_time_per_sample: float = 0.0  # seconds of compute per sample of a device batch (added to step_time)
+    worker_start: float = 0.0  # seconds from the first iterator to a worker's first request (fork, its iterator)
+    handover: float = 0.0  # seconds from a batch built by a worker to the trainer holding it
+    # The start-up storm's levers (what-ifs: the loader has no such option yet): the nodes' first
+    # downloads spread over this many seconds (node i starts i / nodes of it late), and at most this many
+    # of a node's readers' first shards downloading at once (None: every reader's at once).
+    start_stagger: float = 0.0
+    first_shards: int | None = None
     epochs: int = 1
     max_steps: int | None = None  # stop after this many steps (max_duration in batches); None: whole epochs
     download_threads: int = 4  # concurrent downloads of one worker's prefetcher
@@ -183,6 +190,7 @@ class Hardware:
         check_int("max_steps", self.max_steps, minimum=1, allow_none=True, fix="pass a step count or None")
         check_int("download_threads", self.download_threads, minimum=1, fix="pass 1 or more threads")
         check_int("prefetch_factor", self.prefetch_factor, minimum=1, fix="pass DataLoader prefetch_factor")
+        check_int("first_shards", self.first_shards, minimum=1, allow_none=True, fix="pass 1 or more, or None")
         _positive(
             "bandwidth",
             self.bandwidth,
@@ -198,7 +206,7 @@ class Hardware:
         _positive(
             "decompress_rate", self.decompress_rate, allow_none=True, fix="pass bytes per second, or None"
         )
-        for name in ("sample_time", "step_time", "step_time_per_sample"):
+        for name in ("sample_time", "step_time", "step_time_per_sample", "worker_start", "handover", "start_stagger"):
             _positive(name, getattr(self, name), allow_zero=True, fix="pass seconds")
 
     @property

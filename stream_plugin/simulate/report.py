@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from stream_plugin.simulate.model import Simulation
-from stream_plugin.simulate.tune import TuneResult
+from stream_plugin.simulate.tune import StartUp, TuneResult
 from stream_plugin.units import format_bytes
 
 # Per-node rows shown in full up to this many nodes; above it, the table shows min / median / max.
@@ -318,6 +318,42 @@ def format_tuning(result: TuneResult, *, shown: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def format_start_up(found: Sequence[StartUp], target: float, *, shown: int = 10) -> str:
+    """``--tune --target-first-batch``'s ranking (``tune.tune_start_up``'s order) as aligned text."""
+    rows = [["rank", "within", "start_stagger", "first_shards", "first batch", "requests", "429s"]]
+    for rank, candidate in enumerate(found[:shown], start=1):
+        sim = candidate.simulation
+        rows.append(
+            [
+                str(rank),
+                "yes" if candidate.qualifies else "no",
+                format_seconds(candidate.start_stagger),
+                "all" if candidate.first_shards is None else str(candidate.first_shards),
+                format_seconds(sim.time_to_first_batch),
+                f"{sim.requests:,}",
+                f"{int(sim.node_throttled.sum()):,}",
+            ]
+        )
+    lines = [
+        f"start-up: {len(found)} settings simulated to the first batch, "
+        f"{sum(candidate.qualifies for candidate in found)} within {format_seconds(target)}",
+        *_aligned(rows),
+    ]
+    limit = found[0].simulation.hardware.rate_limit if found else None
+    if limit:
+        needed = found[0].simulation.requests  # every request before the first batch: index and first shards
+        lines += [
+            "",
+            f"the store's {limit:,.0f} requests/s (a second's burst first) alone take "
+            f"{format_seconds(max(0.0, needed - limit) / limit)} for the {needed:,} requests before the first batch",
+        ]
+    lines += [
+        "",
+        "start_stagger and first_shards are what-ifs: the loader has no option for them yet",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------------------------------- plots
 def _binned(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(steps, mean, min)`` of ``values`` in at most ``_PLOT_POINTS`` bins of consecutive steps."""
@@ -544,6 +580,7 @@ __all__ = [
     "request_rates",
     "format_seconds",
     "format_table",
+    "format_start_up",
     "format_tuning",
     "inputs",
     "plots",

@@ -291,11 +291,76 @@ def _sorted_none_last(values: set[int | None]) -> tuple[int | None, ...]:
     return (*sorted(value for value in values if value is not None), *((None,) if None in values else ()))
 
 
+
+
+# --------------------------------------------------------------------------------- the start-up storm
+START_STAGGERS = (0.0, 1.0, 2.0, 5.0, 10.0, 30.0)  # seconds over which the nodes' first downloads spread
+FIRST_SHARDS = (None, 4, 2, 1)  # a node's first shards downloading at once (None: every reader's)
+
+
+@dataclass(frozen=True, eq=False)
+class StartUp:
+    """One start-up setting simulated to the first batch."""
+
+    start_stagger: float
+    first_shards: int | None
+    simulation: Simulation
+    qualifies: bool  # its first batch comes within the target
+
+    def summary(self) -> dict[str, Any]:
+        sim = self.simulation
+        return {
+            "start_stagger_s": self.start_stagger,
+            "first_shards": self.first_shards,
+            "qualifies": self.qualifies,
+            "time_to_first_batch_s": sim.time_to_first_batch,
+            "requests": sim.requests,
+            "throttled_requests": int(sim.node_throttled.sum()),
+        }
+
+
+def tune_start_up(
+    workload: Workload,
+    hardware: Hardware,
+    *,
+    target_first_batch: float,
+    staggers: tuple[float, ...] = START_STAGGERS,
+    first_shards: tuple[int | None, ...] = FIRST_SHARDS,
+) -> tuple[StartUp, ...]:
+    """Simulate the start (to the first batch) under each start-up lever, against the store's rate
+    limit: the nodes' first downloads staggered over ``staggers`` seconds, at most ``first_shards`` of a
+    node's first shards at once (the index is already fetched once per node). Returned best first: those
+    whose first batch comes within ``target_first_batch`` seconds, the least change first (the smallest
+    stagger, then the most first shards at once), then the others by their time to the first batch."""
+    if not (math.isfinite(target_first_batch) and target_first_batch > 0):
+        raise ConfigError(
+            f"target_first_batch: expected seconds > 0, found {target_first_batch!r}; pass the time the "
+            "first batch must come within, e.g. 60"
+        )
+    first_step = replace(hardware, max_steps=1)
+    found = []
+    for stagger, shards in product(staggers, first_shards):
+        simulation = simulate(workload, replace(first_step, start_stagger=stagger, first_shards=shards))
+        found.append(StartUp(stagger, shards, simulation, simulation.time_to_first_batch <= target_first_batch))
+
+    def rank(candidate: StartUp) -> tuple[Any, ...]:
+        most = math.inf if candidate.first_shards is None else candidate.first_shards
+        if candidate.qualifies:
+            return (0, candidate.start_stagger, -most, 0.0)
+        return (1, candidate.simulation.time_to_first_batch, candidate.start_stagger, -most)
+
+    return tuple(sorted(found, key=rank))
+
+
 __all__ = [
+    "FIRST_SHARDS",
+    "START_STAGGERS",
     "Candidate",
     "Setting",
+    "StartUp",
     "TuneGrid",
     "TuneResult",
     "node_cache_limit_floor",
     "tune",
+    "tune_start_up",
 ]

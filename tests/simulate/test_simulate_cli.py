@@ -148,6 +148,9 @@ def test_calibrate_measures_real_shards_and_uses_the_figures(s3_bucket: S3Bucket
     hardware = json.loads(result.stdout)["inputs"]["hardware"]
     assert hardware["sample_time"] == 0.5
     assert hardware["decompress_rate"] > 0
+    # The loader's own costs on this machine: a worker's start-up (a fork at least) and a hand-over.
+    assert re.search(r"decompress_rate \S+, worker_start \S+, handover \S+", result.stderr)
+    assert hardware["worker_start"] > 0 and hardware["handover"] >= 0
 
 
 def test_calibrate_refuses_a_synthetic_shape(synthetic: Path) -> None:
@@ -277,3 +280,14 @@ def test_the_docs_report_is_what_its_command_prints_now(tmp_path: Path) -> None:
     assert sorted(path.name for path in DOCS_REPORT.iterdir()) == sorted(
         path.name for path in (tmp_path / "simulate-report").iterdir() if path.name not in LEFT_OUT
     )
+
+
+def test_tune_with_a_first_batch_target_searches_the_start_up(synthetic: Path) -> None:
+    result = run_cli(
+        str(synthetic), "--nodes", "4", "--devices-per-node", "2", "--rate-limit", "5", "--latency", "30ms",
+        "--tune", "--target-first-batch", "10",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("start-up: 24 settings simulated to the first batch, ")
+    assert "the store's 5 requests/s (a second's burst first) alone take" in result.stdout
+    assert "start_stagger and first_shards are what-ifs" in result.stdout

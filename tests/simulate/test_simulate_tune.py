@@ -10,11 +10,13 @@ import pytest
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.simulate import Hardware, Workload, simulate
+from stream_plugin.simulate.model import INDEX_BYTES_PER_SHARD
 from stream_plugin.simulate.tune import (
     Setting,
     TuneGrid,
     node_cache_limit_floor,
     tune,
+    tune_start_up,
 )
 
 SHARD_BYTES = 1_000_000
@@ -204,3 +206,32 @@ def test_setting_apply_changes_only_the_four_options() -> None:
     )
     assert tuned_hardware == replace(hardware, workers=2)
     assert tuned_workload.samples_per_shard is workload.samples_per_shard
+
+
+def test_the_start_up_search_ranks_staggered_and_fewer_first_downloads_against_the_rate_limit() -> None:
+    workload = Workload.synthetic(
+        shards=400,
+        samples_per_shard=100,
+        raw_bytes_per_shard=1 << 20,
+        index_bytes_per_shard=INDEX_BYTES_PER_SHARD,
+        config=DatasetConfig(batch_size=4, shuffle=True, predownload=8),
+    )
+    hardware = Hardware(nodes=16, devices_per_node=4, workers=1, latency=0.03, rate_limit=50, step_time=0.1)
+    found = tune_start_up(workload, hardware, target_first_batch=4.5, staggers=(0.0, 5.0), first_shards=(None, 1))
+    assert [(c.start_stagger, c.first_shards, c.qualifies) for c in found] == [
+        (0.0, None, True),  # within the target: the least change first
+        (0.0, 1, True),
+        (5.0, None, False),  # the rest by their first batch
+        (5.0, 1, False),
+    ]
+    assert all(c.simulation.num_steps == 1 for c in found)  # simulated to the first batch only
+    by_lever = {(c.start_stagger, c.first_shards): c.simulation for c in found}
+    # Staggering spreads the storm: no 429 where the unstaggered start meets hundreds; the last node
+    # starts 15/16 of the stagger late.
+    assert by_lever[5.0, None].node_throttled.sum() == 0 < by_lever[0.0, None].node_throttled.sum()
+    assert by_lever[5.0, None].time_to_first_batch >= 5.0 * 15 / 16
+    for simulation in by_lever.values():  # the store's rate bounds every start: a second's burst, then 50/s
+        assert simulation.time_to_first_batch >= (simulation.requests - 50) / 50
+    assert found[0].summary()["time_to_first_batch_s"] == found[0].simulation.time_to_first_batch
+    with pytest.raises(ConfigError, match="target_first_batch: expected seconds > 0"):
+        tune_start_up(workload, hardware, target_first_batch=0)
