@@ -8,6 +8,10 @@ The model, in the order a step happens:
   shard at most ``pin_gap`` steps apart, the time its readers keep it open (pinned); between two
   visits the cache may evict it. The model's grain is the step, not the sample; within a step the
   node reads its demands in the order of its clock (``reading.node_forecast``).
+- **Start.** Each node first downloads every stream's index (one GET each, through the same store and
+  link); its workers start ``worker_start`` later (the fork, their first iterator), and its first
+  shards are asked for then, ``start_stagger x node / nodes`` later still (a what-if), at most
+  ``first_shards`` at once until the window opens (a what-if too).
 - **Prefetch.** A node's workers download ahead of their reading. Each worker reads every
   ``workers``-th batch and builds up to ``prefetch_factor`` of its batches ahead of the trainer, but
   stops at a shard not yet in; it downloads the shards of its next ``predownload`` samples, i.e. the
@@ -43,9 +47,9 @@ The model, in the order a step happens:
   every shard pinned and nothing in flight.
 - **Workers and steps.** Worker ``t mod workers`` of every rank builds batch ``t``: it starts once it
   finished its previous batch and the trainer is within ``prefetch_factor`` of its batches, and takes
-  ``batch_size x sample_time`` once the batch's shards are ready. Steps are synchronous across all
-  ranks (DDP): step ``t`` starts when every node's batch is built and step ``t - 1`` ended, and
-  computes for ``step_time + batch_size x step_time_per_sample``.
+  ``batch_size x sample_time`` once the batch's shards are ready, then ``handover`` to reach the
+  trainer. Steps are synchronous across all ranks (DDP): step ``t`` starts when every node's batch is
+  built and step ``t - 1`` ended, and computes for ``step_time + batch_size x step_time_per_sample``.
 """
 
 from __future__ import annotations

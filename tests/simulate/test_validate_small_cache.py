@@ -8,7 +8,8 @@ pinned while a reader holds it: ``engine.pin_gap``), and ranks shards for evicti
 ``NodeFuture`` does (inside a span a shard's next use is "now": least recently used first).
 
 The real run (``support.sim_runs.run_real``, ranks as processes, a loopback server counting each node's
-GETs) re-downloads most shards several times an epoch. Recorded on the 2-core build machine, six runs:
+GETs) re-downloads most shards several times an epoch. Recorded on the 2-core build machine, seven runs
+(the last, 391 and 378 GETs with the index against 411 and 375, after the index was modelled):
 node 0 made 380 to 404 shard GETs and node 1 352 to 378, against 410 and 374 predicted; the job's
 total, 746 to 782 against 784 (each node's index.json adds one GET to both). The total is held within
 5% (the issue's bound), each node within 10% (a node's count moves by about 3% from run to run).
@@ -51,7 +52,7 @@ def test_a_cache_below_the_shards_a_wide_shuffle_keeps_in_use_is_simulated(datas
     # Every shard is read by both nodes in both epochs, and half of a node's share does not hold them.
     assert np.all(simulation.node_requests > 2 * SHARDS)
     assert np.all(simulation.node_peak_cache <= half_a_share(dataset))
-    assert simulation.node_requests.tolist() == simulation.node_downloads.tolist()
+    assert (simulation.node_requests - simulation.node_downloads).tolist() == [1] * NODES  # and its index
 
 
 def test_with_a_wide_shuffle_and_half_a_share_the_real_gets_are_within_5_percent_of_the_simulation(
