@@ -4,14 +4,14 @@ The shape of issue 28: 96 equal shards (50 samples of 1 KiB each), shuffle on (`
 `py1e`, with blocks of 2 shards), 8 canonical nodes, batch 16 per node, 6 epochs, on 2, 4 and 8
 nodes. Each node's cache holds 25%, 50%, 75% or all of the node's share (96 / N shards).
 
-**Ours** runs for real: each simulated node is one process (one rank, with 0 or 2 DataLoader workers)
-with its own empty cache folder, reading a loopback S3 server (moto) whose sent bytes are counted per node. After each
-epoch the node reports `node_stats().bytes_downloaded` (the server's count over the whole run is kept
+**Ours** runs for real: each simulated node is one process (one rank, with 0 or 2 DataLoader
+workers) with its own empty cache folder, reading a loopback S3 server (moto) whose sent bytes are
+counted per node. After each epoch the node reports `node_stats().bytes_downloaded` (the server's count over the whole run is kept
 in the JSON record), once with `eviction="belady"` (the default: evict the shard this node reads again
 farthest ahead) and, with 0 workers, once with `eviction="lru"`. A cell whose cache is below the
 loader's floor (3 shards a reader: 8 nodes, a quarter, 2 workers) is left out. Each node's seconds per
-epoch are kept (the stalls: the loopback server answers at once, so waiting for data is most of it). From the shards each node actually read, two
-yardsticks of the same capacity: an ideal LRU cache and the offline optimum (Belady), computed by
+epoch are kept (the stalls: the loopback server answers at once, so waiting for data is most of it).
+From the shards each node actually read, two yardsticks of the same capacity: an ideal LRU cache and the offline optimum (Belady), computed by
 `stream_plugin.simulate.ideal_caches`.
 
 **MosaicML Streaming 0.13** is counted, not run: its own `get_shuffle("py1e", ...)` and
