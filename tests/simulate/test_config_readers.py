@@ -65,3 +65,11 @@ def test_llm_foundry_divides_its_global_batch_over_every_rank_and_lightning_over
         run = read_config(document)
         workload, _ = build_run(replace(run, synthetic=synthetic), options)  # sized without reading /unused
         assert workload.config.batch_size == per_device, run.source
+
+
+def test_an_llm_foundry_yaml_with_token_blocks_is_refused_with_what_to_simulate_instead() -> None:
+    loader = {"name": "stream_plugin", "dataset": {"local": "/unused", "max_seq_len": 2048, "token_blocks": True}}
+    with pytest.raises(ConfigError, match=r"token_blocks: True; token blocks .* are not simulated"):
+        read_config({"train_loader": loader, "global_train_batch_size": 8})
+    loader["dataset"]["token_blocks"] = False  # the plain text dataset: read as before
+    assert read_config({"train_loader": loader, "global_train_batch_size": 8}).kind == "llm-foundry"

@@ -30,6 +30,15 @@ def read(document: Mapping[str, Any], source: str) -> RunConfig:
             "change the name (every dataset key keeps its meaning)"
         )
     dataset = dict(as_mapping(f"{source}: train_loader.dataset", loader.get("dataset")))
+    if dataset.get("token_blocks"):
+        raise ConfigError(
+            f"{source}: expected a dataset of stored samples, found train_loader.dataset.token_blocks: "
+            f"{dataset['token_blocks']!r}; token blocks (docs/token-blocks.md) are not simulated: their "
+            "count comes from the tokens of each document, which the index does not give. Simulate the "
+            "YAML without token_blocks for the shards' downloads, or set synthetic samples per shard to "
+            "the blocks per shard"
+        )
+    dataset.pop("token_blocks", None)  # false: the plain text dataset
     # Read from the text dataset's signature (which imports torch): only for an llm-foundry CONFIG, so the
     # CLI starts without torch.
     from stream_plugin.text.loader_keys import TEXT_KEYS
