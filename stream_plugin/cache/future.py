@@ -83,14 +83,23 @@ class NodeFuture:
         node's reads); a shard read at some time in that window counts as read at ``until``, as one in use.
         """
         shards = np.asarray(shards, dtype=np.int64)
-        until = now if until is None else max(until, now)
-        result = np.full(len(shards), NEVER, dtype=np.int64)  # (k,)
-        for first, last in zip(self.first[::-1], self.last[::-1]):  # the earliest pass wins
-            ahead = last[shards]  # (k,)
-            reads = (ahead >= now) & (ahead != NEVER)
-            result = np.where(reads, np.maximum(first[shards], until), result)
-        return result
+        if not len(self.first):
+            return np.full(len(shards), NEVER, dtype=np.int64)
+        return span_next_use(self.first[:, shards], self.last[:, shards], now, until).min(axis=0)  # (k,)
 
+
+def span_next_use(first: np.ndarray, last: np.ndarray, now: int, until: int | None = None) -> np.ndarray:
+    """The rule behind ``NodeFuture.next_use``, span by span: when each span ``[first, last]`` is next
+    read from ``now`` on (``NEVER`` once it is over or for a ``NEVER`` span), any shape, int64.
+
+    A span under way, or begun by ``until``, counts as read at ``until`` (``now`` without one). A shard's
+    next use is the least over its spans: passes follow one another, so the earliest pass not over
+    wins. The cache ranks shards by it, and ``stream-plugin simulate`` calls it with its own spans.
+    """
+    until = now if until is None else max(until, now)
+    first = np.asarray(first, dtype=np.int64)
+    last = np.asarray(last, dtype=np.int64)
+    return np.where((last >= now) & (last != NEVER), np.maximum(first, until), NEVER)
 
 def read_spans(
     num_shards: int, pieces: Iterable[tuple[np.ndarray, np.ndarray]]
@@ -121,4 +130,5 @@ __all__ = [
     "check_eviction",
     "read_spans",
     "shifted",
+    "span_next_use",
 ]
