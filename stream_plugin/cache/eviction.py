@@ -15,6 +15,9 @@ the one this node reads again farthest ahead (never-again first), from the ``Nod
 was given; without one it falls back to LRU. Under ``"belady"`` a download *ahead* of need (prefetch)
 never evicts a shard the node reads before the shard it brings in: it waits instead (Belady's rule
 applied to prefetching), so prefetching cannot push out what is about to be read.
+
+Those decisions are ``eviction_rules``' pure functions, which ``stream-plugin simulate`` calls too: this
+module gathers their facts from the folder (bytes present, locks, reservations) and carries them out.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
+from stream_plugin.cache.eviction_rules import Ahead, eviction_order, room_to_make, victims_to_free
 from stream_plugin.cache.future import EvictionPolicy
 from stream_plugin.cache.locks import ControlFolder, is_locked_exclusively, locked, try_locked
 from stream_plugin.cache.stats import StatsGroup
@@ -100,24 +104,6 @@ def check_cache_limit(
             f"{readers} readers x {shards_per_reader} shards each), found {cache_limit}; raise cache_limit to "
             f"{smallest} or more, or pass cache_limit=None to keep every shard"
         )
-
-
-def eviction_order(
-    policy: EvictionPolicy, count: int, next_uses: np.ndarray | None = None, keep_before: int | None = None
-) -> np.ndarray:
-    """The order in which ``policy`` evicts ``count`` idle candidates given least recently used first:
-    indices into them, int64. The one rule, for the cache and for ``stream-plugin simulate``.
-
-    ``"lru"``, or an unknown future (``next_uses`` None): as given. ``"belady"``: read again farthest
-    ahead first (``NEVER`` first), least recently used first among equals; with ``keep_before`` (a
-    download ahead of need, whose shard is read then), only the candidates read after that time.
-    """
-    if policy != "belady" or next_uses is None or not count:
-        return np.arange(count, dtype=np.int64)
-    farthest_first = np.argsort(-np.asarray(next_uses, dtype=np.int64), kind="stable")  # (count,)
-    if keep_before is not None:
-        farthest_first = farthest_first[next_uses[farthest_first] > keep_before]
-    return farthest_first.astype(np.int64)
 
 
 # When each of the given shards is read next on this node (``NodeFuture.next_use`` at this process's
@@ -253,16 +239,21 @@ class Evictor:
         reserved: dict[str, int],
         keep_before: int | None = None,
     ) -> bool:
+        """Whether ``need`` more bytes fit once the rule's victims are evicted (``eviction_rules``)."""
         present = self._bytes_present(shards)
-        if keep_before is not None and self._missing_before(shards, present, skip, keep_before):
-            return False
-        excess = self._usage(present, reserved) + need - self._limit
-        if keep_before is not None and not self._leaves_room_on_demand(need, -excess, present, skip):
+        ahead = None
+        if keep_before is not None:
+            ahead = Ahead(
+                keep_before,
+                within_reach=self._within_reach(keep_before),
+                missing_before=lambda: self._missing_before(shards, present, skip, keep_before),
+                idle_at_least=lambda wanted: self._idle_at_least(wanted, present, skip),
+            )
+        excess = room_to_make(need, self._usage(present, reserved), self._limit, ahead)
+        if excess is None:
             return False
         if excess <= 0:
             return True
-        if keep_before is not None and not self._within_reach(keep_before):
-            return False
         return self._evict(excess, shards, skip=skip, keep_before=keep_before) >= excess
 
     def _missing_before(
@@ -282,20 +273,8 @@ class Evictor:
         uses = self._next_uses(missing) if missing else None
         return uses is not None and bool((uses < time).any())
 
-    def _leaves_room_on_demand(
-        self, need: int, room_after: int, present: dict[str, int], skip: set[str]
-    ) -> bool:
-        """Whether, after a download ahead of ``need`` bytes (``room_after``: free bytes left once it is
-        placed, negative when it must evict), a download on demand of as much still finds room: free room,
-        or shards no process reads or downloads, besides the one brought in.
-
-        When readers pin all cached shards but one, a download ahead would take that one, and the next
-        download on demand would have to evict the shard just brought in, before it is read: each such
-        download ahead costs a download. It waits instead; the shard is fetched on demand.
-        """
-        wanted = need - room_after  # idle bytes needed beyond the free room
-        if wanted <= 0:
-            return True
+    def _idle_at_least(self, wanted: int, present: dict[str, int], skip: set[str]) -> bool:
+        """Whether the cached shards no process reads or downloads (``skip`` aside) hold ``wanted`` bytes."""
         for name, size in present.items():
             if not size or name in skip:
                 continue
@@ -324,7 +303,8 @@ class Evictor:
         self, excess: int, shards: Sequence[ShardEntry], *, skip: set[str], keep_before: int | None = None
     ) -> int:
         victims = self._victims(shards, skip, keep_before)
-        if keep_before is not None and sum(bytes_present(self._local, entry) for entry in victims) < excess:
+        sizes = [bytes_present(self._local, entry) for entry in victims]
+        if not victims_to_free(excess, sizes, all_or_nothing=keep_before is not None):
             return 0  # a prefetch that cannot make room evicts nothing
         freed = 0
         for entry in victims:

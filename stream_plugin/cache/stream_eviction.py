@@ -1,6 +1,7 @@
 """``StreamEviction``: the hand-over from one stream's cache to the ``Evictor`` that keeps it in bounds.
 
-Which shard goes, and when, is decided in one place: ``eviction.py`` (``Evictor``, ``eviction_order``).
+Which shard goes, and when, is decided in one place: ``eviction_rules.py`` (its pure rules, which
+``stream-plugin simulate`` calls too), carried out by ``eviction.py``'s ``Evictor``.
 This module only builds the ``Evictor`` a stream needs (a remote and a ``cache_limit``; otherwise
 nothing is ever evicted on its own), and hands it the stream's shards, their footprints and the node's
 clock (``BeladyClock``, for ``"belady"``).

@@ -33,18 +33,22 @@ The model, in the order a step happens:
   download throttled past ``throttle_deadline`` is counted as failed (the real run raises there).
 - **Cache.** A node keeps what it downloaded across epochs. A ``cache_limit`` below what the loader
   accepts (``readers_floor``, its own rule) is refused with its message. With a limit a download
-  first makes room, by the dataset's ``eviction`` policy and what the cache knows: ``belady`` ranks
-  shards by their next use as the cache's ``NodeFuture`` gives it, from each shard's span of a pass
-  (inside its span a shard's next use is "now", so those go least recently used first; never again
-  first); a download ahead of need waits while the node reads a shard it does not hold before the
-  one it brings, evicts only shards read after it, and evicts nothing while its shard is read more
-  than ``3 x max(workers, 1)`` steps ahead (the cache's ``prefetch_reach``); ``lru`` evicts the least
-  recently used shard (the later of its placement and its latest read). The victims are ordered by
-  the cache's own rule (``cache.eviction.eviction_order``). A pinned shard is never evicted: one a
-  reader has read in its current visit, or asked for on demand. A download ahead that finds no room
-  waits for the window's next move; one needed now evicts the shards read earlier in its step if it
-  must, then waits for the node's downloads in flight, as the cache does; it is refused only with
-  every shard pinned and nothing in flight.
+  first makes room, and every decision is the cache's own (``cache.eviction_rules``, the functions
+  its ``Evictor`` calls): whether a download may make room now and how much (``room_to_make``), which
+  shard goes first (``eviction_order``) and how many go (``victims_to_free``). The engine only gathers
+  their facts from its model. ``belady`` ranks shards by their next use by the cache's rule
+  (``cache.future.span_next_use``) over each shard's spans, pass by pass, in the window the cache
+  ranks in: from the step to ``3 x max(workers, 1)`` steps past it (the cache's ``prefetch_reach``), a
+  shard read anywhere in it counting as in use (those go least recently used first; never again
+  first). A download ahead of need waits while the node reads a shard it does not hold before the one
+  it brings, and unless idle shards remain for a download on demand after it; it evicts only shards
+  read after its own, nothing while its shard is read beyond the reach, and nothing at all unless the
+  shards it may evict make the room. ``lru`` evicts the least recently used shard (the later of its
+  placement and its latest read). A pinned shard is never evicted: one a reader has read in its
+  current visit, or asked for on demand. A download ahead that finds no room waits for the window's
+  next move; one needed now evicts the shards read earlier in its step if it must, then waits for the
+  node's downloads in flight, as the cache does; it is refused only with every shard pinned and
+  nothing in flight.
 - **Workers and steps.** Worker ``t mod workers`` of every rank builds batch ``t``: it starts once it
   finished its previous batch and the trainer is within ``prefetch_factor`` of its batches, and takes
   ``batch_size x sample_time`` once the batch's shards are ready, then ``handover`` to reach the
@@ -61,8 +65,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stream_plugin.cache.eviction import eviction_order
-from stream_plugin.cache.future import NEVER
+from stream_plugin.cache.eviction_rules import Ahead, eviction_order, room_to_make, victims_to_free
+from stream_plugin.cache.future import span_next_use
 from stream_plugin.errors import ConfigError
 from stream_plugin.reading.process_shards import READERS_UNDER_LIMIT, READERS_WITHOUT_LIMIT
 from stream_plugin.reading.shard_access import DEFAULT_PREDOWNLOAD
@@ -304,16 +308,16 @@ class _Run:
 
     def missing_before(self, node: _Node, step: int, time: int) -> bool:
         """Whether ``node`` reads, before ``time`` (from ``step`` on, by ``next_use``), a shard it does not
-        hold: a download ahead then waits, as the cache's ``Evictor`` makes it (downloads in need order)."""
-        read = (node.span_last >= step) & (node.span_first < time)  # spans whose next use is before ``time``
-        return bool((~node.held[node.span_shard[read]]).any())
+        hold: a download ahead then waits, as the cache's rule makes it (downloads in need order)."""
+        uses = span_next_use(node.span_first, node.span_last, step, step + self.reach)  # (P,)
+        return bool((~node.held[node.span_shard[uses < time]]).any())
 
     def next_use(self, node: _Node, shard: int, step: int) -> int:
-        """When ``node`` reads ``shard`` next from ``step`` on, as the cache's ``NodeFuture.next_use``
-        tells it: ``step`` inside one of its spans, ``NEVER`` when not read again."""
+        """When ``node`` reads ``shard`` next from ``step`` on, by the cache's rule (``span_next_use``) over
+        the window the cache ranks in (the reach ahead): ``step + reach`` for a shard read by then,
+        ``NEVER`` when not read again."""
         first, last = node.spans_of[shard]
-        ahead = np.flatnonzero(last >= step)
-        return max(int(first[ahead[0]]), step) if len(ahead) else int(NEVER)
+        return int(span_next_use(first, last, step, step + self.reach).min())
 
     # ------------------------------------------------------------------ the store and the links
     def _push(self, time: float, kind: int, target: int, version: int = 0) -> None:
@@ -589,21 +593,24 @@ class _Run:
                 f"cache_limit: expected at least one shard's {need} bytes, found {self.limit}; raise cache_limit"
             )
         # A download ahead keeps the shards read before its own, as the cache's NodeFuture ranks them.
+        ahead = None
         keep_before = self.next_use(node, shard, step) if needed_at > step and self.policy == "belady" else None
-        if keep_before is not None and self.missing_before(node, step, keep_before):
-            return False  # a download ahead waits for the shards read before its own
-        excess = node.usage + need - self.limit
+        if keep_before is not None:
+            ahead = Ahead(
+                keep_before,
+                within_reach=keep_before - step <= self.reach,
+                missing_before=lambda: self.missing_before(node, step, keep_before),
+                idle_at_least=lambda wanted: self._idle_bytes(node, step, time, read_upto) >= wanted,
+            )
+        excess = room_to_make(need, node.usage, self.limit, ahead)
+        if excess is None:
+            return False  # a download ahead waits (the cache's rule)
         if excess <= 0:
             return True
-        if keep_before is not None and keep_before - step > self.reach:
-            return False  # a download far ahead waits until within reach
         victims = self._victims(node, keep_before, step, time, read_upto, loose)
         sizes = [int(self.workload.footprint[victim]) for victim in victims]
-        if keep_before is not None and sum(sizes) < excess:
-            return False  # a download ahead that cannot make room evicts nothing
-        for victim, size in zip(victims, sizes, strict=True):
-            if excess <= 0:
-                break
+        count = victims_to_free(excess, sizes, all_or_nothing=ahead is not None)
+        for victim, size in zip(victims[:count], sizes[:count], strict=True):
             del node.holding[victim]
             node.held[victim] = False
             uses = node.uses_of[victim]
@@ -612,6 +619,11 @@ class _Run:
             node.usage -= size
             excess -= size
         return excess <= 0
+
+    def _idle_bytes(self, node: _Node, step: int, time: float, read_upto: int) -> int:
+        """Bytes of ``node``'s placed shards that no reader pins: what a download on demand may evict."""
+        idle = self._victims(node, None, step, time, read_upto)
+        return sum(int(self.workload.footprint[shard]) for shard in idle)
 
     def _victims(
         self, node: _Node, keep_before: int | None, step: int, time: float, read_upto: int, loose: bool = False
