@@ -22,8 +22,14 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
         np.random.default_rng(2).integers(1, 100_000, 300),  # large, uneven
         np.array([0, 0, 50_000, 0, 1, 0, 0, 70_000, 0]),  # empty shards first, between and last
         np.concatenate([np.full(2000, 1), [10_000_000], np.full(2000, 3)]),  # one huge shard among tiny ones
+        np.full(1000, 1024),  # every shard starts a bucket (buckets of 256 ids)
+        np.concatenate([np.full(3000, 700), np.zeros(5, np.int64)]),  # empty shards last
+        np.concatenate([np.full(500, 600), [300, 0, 0, 400], np.full(500, 600)]),  # empty shards in one bucket
     ],
-    ids=["even", "tiny-and-empty", "uneven", "empty-runs", "huge-among-tiny"],
+    ids=[
+        "even", "tiny-and-empty", "uneven", "empty-runs", "huge-among-tiny", "bucket-aligned", "empty-last",
+        "empties-inside-a-bucket",
+    ],
 )
 def test_shards_of_equals_the_binary_search_for_every_id(sizes: np.ndarray) -> None:
     offsets = _offsets(sizes)
