@@ -20,6 +20,7 @@ commit) for the figures before a change; sharing is skipped where that code has 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -61,7 +62,9 @@ def run_layout(shards: int, per_shard: int, nodes: int, ranks_per_node: int) -> 
         assert result is not None
         return time.process_time() - started
 
-    alone = NodeForecaster(planner, table.locate, shards)
+    # The forecaster takes the shard ids alone since ShardTable.shards_of; code from before takes locate.
+    shards_of: Any = table.shards_of if hasattr(table, "shards_of") else table.locate
+    alone = NodeForecaster(planner, shards_of, shards)
     first_pass = forecast(alone, 0)
     later_pass = forecast(alone, 1)
     figures: dict[str, Any] = {
@@ -69,15 +72,16 @@ def run_layout(shards: int, per_shard: int, nodes: int, ranks_per_node: int) -> 
         "first_pass_cpu_s": round(first_pass, 3), "later_pass_cpu_s": round(later_pass, 3),
     }
     try:
-        from stream_plugin.reading.shared_forecast import SharedSpans
+        shared_forecast: Any = importlib.import_module("stream_plugin.reading.shared_forecast")
     except ImportError:  # code from before the node's sharing
-        SharedSpans = None  # noqa: N806
-    if SharedSpans is not None:
+        shared_forecast = None
+    if shared_forecast is not None:
+        SharedSpans = shared_forecast.SharedSpans  # noqa: N806
         with tempfile.TemporaryDirectory() as local:
             identity = SharedSpans.identity_of(table.samples_per_shard, table.samples_per_stream, settings)
-            planning = NodeForecaster(planner, table.locate, shards, shared=SharedSpans(local, identity))
+            planning = NodeForecaster(planner, shards_of, shards, shared=SharedSpans(local, identity))
             forecast(planning, 0)  # this process plans epochs 0 and 1 and writes them
-            reader = NodeForecaster(planner, table.locate, shards, shared=SharedSpans(local, identity))
+            reader = NodeForecaster(planner, shards_of, shards, shared=SharedSpans(local, identity))
             figures["shared_load_cpu_s"] = round(forecast(reader, 0), 3)  # another process: loads both
     figures["peak_rss_mib"] = round(_peak_rss_mib(), 1)
     return figures

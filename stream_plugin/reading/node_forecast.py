@@ -5,6 +5,7 @@ contiguous band of columns: exactly what one rank of a job with one rank per nod
 that rank's pass (``EpochPlanner.rank_batch_pieces`` with that topology) gives the node's reads of
 every rank and worker, in order, with no messages between processes; they are reduced piece by
 piece to each shard's first and last read (``NodeFuture``), so memory follows the shard count.
+Only shard ids are needed of each read (``ShardTable.shards_of``), not its place in the shard.
 
 The node's clock counts its reads row by row (global batch by global batch): a row is ``width``
 reads, and at in-batch index ``j`` the node's data-parallel ranks read at the same time, so the read
@@ -30,7 +31,7 @@ from stream_plugin.reading.cursor import IterationPlan
 from stream_plugin.reading.epochs import EpochPlanner
 from stream_plugin.reading.shared_forecast import SharedSpans
 
-Locate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # sample ids -> (shard ids, offsets)
+ShardsOf = Callable[[np.ndarray], np.ndarray]  # sample ids (n,) -> their shard ids, int64 (n,)
 _KEEP_PASSES = 3  # spans kept per process: this pass, the next epoch, and one spare
 
 
@@ -97,10 +98,10 @@ class NodeForecaster:
     """
 
     def __init__(
-        self, planner: EpochPlanner, locate: Locate, num_shards: int, *, shared: SharedSpans | None = None
+        self, planner: EpochPlanner, shards_of: ShardsOf, num_shards: int, *, shared: SharedSpans | None = None
     ) -> None:
         self._planner = planner
-        self._locate = locate
+        self._shards_of = shards_of
         self._num_shards = num_shards
         self._shared = shared  # the node's folder of planned passes: one process per node plans each
         self._spans: OrderedDict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
@@ -141,13 +142,10 @@ class NodeForecaster:
         passes = [(plan.epoch, plan.start, plan.epoch_batch_size)]
         passes += [(plan.epoch + ahead, 0, global_batch_size) for ahead in range(1, epochs_ahead + 1)]
         try:
-            spans = [
-                shifted(self._pass_spans(node, clock, plan, drop_last, *one_pass), ahead * rows_per_epoch * width)
-                for ahead, one_pass in enumerate(passes)
-            ]
+            spans = [self._pass_spans(node, clock, plan, drop_last, *one_pass) for one_pass in passes]
         except ConfigError:
             return None  # a batching the node's band cannot be planned with: evict least recently used
-        return NodeFuture.of_spans(self._num_shards, spans), clock
+        return _passes_in_turn(self._num_shards, spans, rows_per_epoch * width), clock
 
     def _pass_spans(
         self,
@@ -204,11 +202,21 @@ class NodeForecaster:
         def pieces() -> Iterator[tuple[np.ndarray, np.ndarray]]:
             first = 0
             for sample_ids in reads:  # (n,) the node's reads, row-major over its columns
-                shards, _ = self._locate(sample_ids)
-                yield pass_clock.read_times(first, len(sample_ids)), shards
+                yield pass_clock.read_times(first, len(sample_ids)), self._shards_of(sample_ids)
                 first += len(sample_ids)
 
         return read_spans(self._num_shards, pieces())
 
 
-__all__ = ["NodeClock", "NodeForecaster", "PieceClock"]
+def _passes_in_turn(num_shards: int, spans: list[tuple[np.ndarray, np.ndarray]], epoch_reads: int) -> NodeFuture:
+    """The future of passes read one after another, ``epoch_reads`` apart on the clock: pass ``i``'s spans
+    (on its own epoch's clock) ``shifted`` ``i * epoch_reads`` later. Written into place (the first pass
+    as it is), not stacked afterwards: every process that loads a node's passes pays this, not the plan."""
+    first = np.empty((len(spans), num_shards), dtype=np.int64)  # (passes, num_shards)
+    last = np.empty((len(spans), num_shards), dtype=np.int64)  # (passes, num_shards)
+    for ahead, pass_spans in enumerate(spans):
+        first[ahead], last[ahead] = shifted(pass_spans, ahead * epoch_reads) if ahead else pass_spans
+    return NodeFuture(first, last)
+
+
+__all__ = ["NodeClock", "NodeForecaster", "PieceClock", "ShardsOf"]

@@ -81,6 +81,13 @@ class ShardTable:
     def locate(self, sample_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(shard_ids, index_in_shard)`` for an array of global sample ids; empty shards are skipped."""
         ids = np.asarray(sample_ids, dtype=np.int64)
+        shard_ids = self.shards_of(ids)
+        return shard_ids, ids - self.sample_offset_per_shard[shard_ids]
+
+    def shards_of(self, sample_ids: np.ndarray) -> np.ndarray:
+        """``locate``'s shard ids alone (int64, shaped as ``sample_ids``): what the node's forecast needs of
+        the tens of millions of ids it reads a pass."""
+        ids = np.asarray(sample_ids, dtype=np.int64)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_samples):
             bad = ids[(ids < 0) | (ids >= self.num_samples)][0]
             raise IndexError(
@@ -89,8 +96,7 @@ class ShardTable:
             )
         # The last shard starting at or before the id, so empty shards (which share their start with
         # the next shard) are never chosen: searchsorted(side="right") - 1, through a bucket table.
-        shard_ids = self._lookup.shards_of(ids)
-        return shard_ids, ids - self.sample_offset_per_shard[shard_ids]
+        return self._lookup.shards_of(ids)
 
 
 class Spanner:

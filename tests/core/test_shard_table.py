@@ -22,6 +22,13 @@ def test_locate_skips_empty_shards() -> None:
     assert offsets.tolist() == [0, 1, 2, 0, 1, 0, 1, 2, 3]
 
 
+def test_shards_of_is_locates_shard_ids_alone() -> None:
+    ids = np.array([[8, 0], [3, 5]])
+    assert TABLE.shards_of(ids).tolist() == [[3, 0], [2, 3]]
+    with pytest.raises(IndexError, match=r"sample id -1 is out of range: expected 0 <= id < 9"):
+        TABLE.shards_of(np.array([-1, 2]))
+
+
 def test_locate_rejects_ids_outside_the_dataset() -> None:
     with pytest.raises(IndexError, match=r"sample id 9 is out of range: expected 0 <= id < 9"):
         TABLE.locate(np.array([0, 9]))

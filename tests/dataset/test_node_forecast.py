@@ -64,7 +64,7 @@ def test_every_read_of_the_nodes_ranks_and_workers_lies_in_its_shards_span(
         dataset = _dataset(remote_1k, tmp_path / "cache", rank)
         for worker in range(WORKERS):
             topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=rank, worker=worker)
-            forecast = _forecast(NodeForecaster(dataset.plan.planner, dataset.plan.table.locate, len(dataset.shards)), plan, topology)
+            forecast = _forecast(NodeForecaster(dataset.plan.planner, dataset.plan.table.shards_of, len(dataset.shards)), plan, topology)
             assert forecast is not None
             future, clock = forecast
             shards = dataset.plan.table.locate(sample_ids(dataset, plan, topology))[0]  # (n,)
@@ -101,7 +101,7 @@ def test_the_epoch_planned_ahead_is_the_next_pass_and_is_not_planned_again(remot
         return plan_pieces(epoch, **options)
 
     planner.rank_batch_pieces = counting  # type: ignore[method-assign]
-    forecaster = NodeForecaster(planner, dataset.plan.table.locate, len(dataset.shards))
+    forecaster = NodeForecaster(planner, dataset.plan.table.shards_of, len(dataset.shards))
     topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=2, worker=1)
     first = _forecast(forecaster, IterationPlan(0, 0, GLOBAL_BATCH, NODES), topology)
     second = _forecast(forecaster, IterationPlan(1, 0, GLOBAL_BATCH, NODES), topology)
@@ -115,7 +115,7 @@ def test_the_epoch_planned_ahead_is_the_next_pass_and_is_not_planned_again(remot
 
 def test_device_per_stream_batching_plans_no_future(remote_1k: Path, tmp_path: Path) -> None:
     dataset = _dataset(remote_1k, tmp_path / "cache", 2)
-    forecaster = NodeForecaster(dataset.plan.planner, dataset.plan.table.locate, len(dataset.shards))
+    forecaster = NodeForecaster(dataset.plan.planner, dataset.plan.table.shards_of, len(dataset.shards))
     topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=2, worker=0)
     forecast = forecaster.forecast(
         IterationPlan(0, 0, GLOBAL_BATCH, NODES),
@@ -140,7 +140,7 @@ def test_a_node_whose_ranks_are_replicas_elsewhere_forecasts_the_coordinates_it_
     global_batch = 2 * DEVICE_BATCH
     plan = IterationPlan(epoch=1, start=0, epoch_batch_size=global_batch, num_canonical_nodes=NODES)
     dataset = _dataset(remote_1k, tmp_path / "cache", rank=2, replication=2)  # its global batch: 2 coordinates
-    forecaster = NodeForecaster(dataset.plan.planner, dataset.plan.table.locate, len(dataset.shards))
+    forecaster = NodeForecaster(dataset.plan.planner, dataset.plan.table.shards_of, len(dataset.shards))
     node_shards: set[int] = set()
     future = None
     for rank in (2, 3):
