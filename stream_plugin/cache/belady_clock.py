@@ -33,9 +33,23 @@ class BeladyClock:
         """This process's time on the node's clock (the times of ``expect``'s future)."""
         self._now = now
 
-    def next_uses(self, entries: Sequence[ShardEntry]) -> np.ndarray | None:
+    def next_uses(self, entries: Sequence[ShardEntry], at: int | None = None) -> np.ndarray | None:
         """When the node reads each shard next (node time; ``NEVER``: not in the known future); None
-        while no future is known."""
+        while no future is known.
+
+        Seen from this process's clock, a shard read anywhere in the window the node may be in counts
+        as in use. ``at`` (a later node time, such as a shard's ``read_times``): seen from there
+        instead; a shard whose reads are over by then counts by its next pass."""
+        if at is None:
+            return self._uses(entries, self._now, self._now + self._window())
+        return self._uses(entries, max(at, self._now), None)
+
+    def read_times(self, entries: Sequence[ShardEntry]) -> np.ndarray | None:
+        """When the node next reads each shard from this process's clock, without the window (its
+        first read ahead, or the clock for a shard in use); None while no future is known."""
+        return self._uses(entries, self._now, None)
+
+    def _uses(self, entries: Sequence[ShardEntry], now: int, until: int | None) -> np.ndarray | None:
         known = self._future
         if known is None:
             return None
@@ -43,7 +57,7 @@ class BeladyClock:
         columns = np.array([shard_of.get(entry.raw_data.basename, -1) for entry in entries], dtype=np.int64)
         uses = np.full(len(entries), NEVER, dtype=np.int64)  # (k,): a shard outside the future: never
         inside = columns >= 0
-        uses[inside] = future.next_use(columns[inside], self._now, self._now + self._window())
+        uses[inside] = future.next_use(columns[inside], now, until)
         return uses
 
     def _window(self) -> int:

@@ -164,10 +164,14 @@ class ShardCache:
         """This process's time on the node's clock (the times of ``expect``'s future)."""
         self._clock.advance(now)
 
-    def next_uses(self, entries: Sequence[ShardEntry]) -> np.ndarray | None:
+    def next_uses(self, entries: Sequence[ShardEntry], at: int | None = None) -> np.ndarray | None:
         """When the node reads each shard next (node time; ``NEVER``: not in the known future); None
-        while no future is known."""
-        return self._clock.next_uses(entries)
+        while no future is known. ``at``: seen from that node time (``BeladyClock.next_uses``)."""
+        return self._clock.next_uses(entries, at)
+
+    def read_times(self, entries: Sequence[ShardEntry]) -> np.ndarray | None:
+        """When the node next reads each shard, from this process's clock (``BeladyClock.read_times``)."""
+        return self._clock.read_times(entries)
 
     # -- shards -----------------------------------------------------------------------------------
 

@@ -164,15 +164,20 @@ class ShardAccess:
     def _reader_to_close(self, opened: int) -> int:
         """The open reader to close past ``max_open``: the least recently used one, or, while the node's
         future is known, among all but the ``protected_readers`` most recently used, the one whose shard
-        the node reads again farthest ahead. An open reader pins its shard: closing least recently used
-        first, the pinned shards would decide eviction whatever the cache's policy."""
+        the node reads again farthest ahead of the opened shard's read. An open reader pins its shard:
+        closing least recently used first, the pinned shards would decide eviction whatever the cache's
+        policy."""
         candidates = [shard for shard in self._open if shard != opened]
         if not any(cache.follows_future for cache in self.caches):
             return candidates[0]
         candidates = candidates[: max(1, len(self._open) - self.protected_readers)]
         farthest, chosen = -1, candidates[0]
+        # Ranked as the node will be when it reads the opened shard: a shard whose reads end before that
+        # is done with for this pass, though this process's clock (a batch behind) still sees it in use.
+        read_at = self.cache_of(opened).read_times([self._entries[opened]])
+        at = None if read_at is None else int(read_at[0])
         for shard in candidates:  # (k,) with k = max_open: a few dozen at most, once per shard opened
-            uses = self.cache_of(shard).next_uses([self._entries[shard]])
+            uses = self.cache_of(shard).next_uses([self._entries[shard]], at)
             if uses is None:
                 return candidates[0]  # no future known yet: least recently used
             if int(uses[0]) > farthest:

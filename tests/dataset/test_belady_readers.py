@@ -8,6 +8,7 @@ import pytest
 from support.datasets import write_ids
 
 from stream_plugin import StreamingDataLoader, StreamingDataset
+from stream_plugin.simulate.ideal_caches import belady_misses
 
 
 @pytest.mark.parametrize("shards_cached", [12, 24])
@@ -36,3 +37,37 @@ def test_readers_closed_by_next_use_never_close_one_the_stride_still_reads(
     for _ in range(2):
         seen = [int(i) for batch in loader for i in batch["id"]]
         assert len(seen) == len(set(seen)) == 2_400  # node 0's half, each sample once
+
+
+def test_a_reader_done_before_the_next_shard_is_read_is_closed_so_eviction_can_take_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 §3's egress case, one node of 8 with one reader: blocks of 2 shards (the reads alternate
+    between two shards), a cache of 6 shards (half the node's share), 6 epochs. When the next pair
+    starts, the shard just finished is the one read again farthest ahead, but this process's clock (a
+    batch behind) still saw it in use: its reader stayed open (pinned) and eviction took a shard read
+    sooner. Readers now rank at the opened shard's read time: 56 downloads against the optimum's 42
+    became 46."""
+    for name, value in {"RANK": "0", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(name, value)
+    remote = write_ids(tmp_path / "remote", range(4_800), size_limit=50 * 1_016 + 1_024, payload=1_000)  # 96 shards
+    shard_bytes = max(path.stat().st_size for path in remote.glob("shard.*.mds"))
+    capacity = 6
+    dataset = StreamingDataset(
+        remote=remote.as_uri(),
+        local=str(tmp_path / "cache"),
+        batch_size=16,
+        shuffle=True,
+        shuffle_algo="block",
+        shuffle_block_size=100,
+        shuffle_seed=9176,
+        num_canonical_nodes=8,
+        cache_limit=capacity * shard_bytes + 512,
+        eviction="belady",
+    )
+    shards_read: list[int] = []
+    for _ in range(6):
+        shards_read += [int(sample["id"]) // 50 for sample in dataset]
+    downloads = dataset.node_stats().bytes_downloaded // shard_bytes
+    optimum = belady_misses(shards_read, capacity)
+    assert optimum <= downloads <= 1.15 * optimum, (downloads, optimum)
