@@ -26,7 +26,7 @@ from stream_plugin.order.partition import (
     split_tail,
 )
 from stream_plugin.order.plan import EpochLayout, OrderConfig, epoch_layout, plan_epoch
-from stream_plugin.order.shuffle import SpanKey
+from stream_plugin.order.shuffle import SpanKey, is_positional
 from stream_plugin.order.span_reader import PIECE_SAMPLES, SpanReader
 from stream_plugin.order.topology import Topology
 
@@ -89,15 +89,38 @@ def iter_rank_batches(
     drop_last: bool = False,
     piece_samples: int = PIECE_SAMPLES,
     first_samples: int = FIRST_PIECE_SAMPLES,
+    shard_ids: bool = False,
 ) -> Iterator[np.ndarray]:
     """``plan_rank_batches(...).flat()`` in pieces, in order, each planned only when asked for.
 
     The first piece holds about ``first_samples`` samples and each next one four times more (up to
     ``MOST_PIECE_SAMPLES``), so the first sample of a long pass waits for a few thousand samples' planning,
     not the whole pass's. Checks (``consumed``, batch sizes) run before the first piece is asked for.
+
+    ``shard_ids``: each read's shard id instead of its sample id, from spans of shard ids shuffled alike
+    (``EpochLayout.as_shard_ids``); only for a shuffle that moves samples by position alone
+    (``shuffle.is_positional``), a ValueError otherwise.
     """
+    if shard_ids and not is_positional(config.algorithm):
+        raise ValueError(
+            f"shard_ids: expected a built-in shuffle, found {config.algorithm!r}, which may move samples by "
+            "their values; plan the sample ids and look their shards up instead"
+        )
     layout = epoch_layout(shape, chosen_per_stream, config, epoch)
     share = _RankShare.of(layout, config, consumed, global_batch_size, topology, drop_last)
+    if share is None and shard_ids:  # the rare path below, its ids mapped to their shards
+        ids = plan_rank_batches(
+            shape,
+            chosen_per_stream,
+            config,
+            epoch,
+            consumed=consumed,
+            global_batch_size=global_batch_size,
+            topology=topology,
+            drop_last=drop_last,
+            piece_samples=piece_samples,
+        ).flat()
+        return iter([np.searchsorted(shape.shard_offsets, ids, side="right") - 1])
     if share is None:  # re-cut batches: the rare path plans the whole epoch anyway
         whole = plan_rank_batches(
             shape,
@@ -111,6 +134,8 @@ def iter_rank_batches(
             piece_samples=piece_samples,
         )
         return iter([whole.flat()])
+    if shard_ids:
+        layout = layout.as_shard_ids()
     return _pieces(layout, config, int(epoch), share, topology, piece_samples, first_samples)
 
 

@@ -168,9 +168,7 @@ class ShardRuns:
         assert len(out) == end - begin and 0 <= begin <= end <= self.num_samples
         if begin == end:
             return np.zeros(1, dtype=np.int64)
-        first = int(np.searchsorted(self.cum, begin, side="right")) - 1
-        last = int(np.searchsorted(self.cum, end, side="left"))  # exclusive run index
-        bounds = np.clip(self.cum[first : last + 1], begin, end) - begin  # (k + 1,)
+        first, last, bounds = self._range_runs(begin, end)
         if last - first > _LOOP_RUNS_MAX:
             self._copy_runs_vectorised(first, last, begin, bounds, out)
             return bounds
@@ -179,6 +177,17 @@ class ShardRuns:
             local = self.chosen[int(self.stream[run])][base : base + hi - lo]
             np.add(local, int(self.id_offset[run]), out=out[lo:hi], casting="unsafe")
         return bounds
+
+    def _range_runs(self, begin: int, end: int) -> tuple[int, int, np.ndarray]:
+        """The runs [first, last) that group positions [begin, end) (not empty) cross, and ``copy_range``'s
+        bounds of their pieces: int64 (last - first + 1,)."""
+        first = int(np.searchsorted(self.cum, begin, side="right")) - 1
+        last = int(np.searchsorted(self.cum, end, side="left"))  # exclusive run index
+        return first, last, np.clip(self.cum[first : last + 1], begin, end) - begin
+
+    def as_shard_ids(self) -> ShardRuns:
+        """These runs read as the shard id of each sample instead of its id (``ShardIdRuns``)."""
+        return ShardIdRuns(self.chosen, self.stream, self.start, self.stop, self.shard, self.id_offset, self.cum)
 
     def _copy_runs_vectorised(
         self, first: int, last: int, begin: int, bounds: np.ndarray, out: np.ndarray
@@ -200,6 +209,33 @@ class ShardRuns:
             mask = np.repeat(streams == stream, lengths)  # (n,)
             local = position[mask] if isinstance(chosen, AllSamples) else chosen[position[mask]]
             out[mask] = local + offset[mask]
+
+
+@dataclass(frozen=True, eq=False)
+class ShardIdRuns(ShardRuns):
+    """Runs whose ``copy_range`` writes each sample's shard id, not its id: the same positions, so a span
+    shuffled alike reads as the shards of its samples. The node's forecast reads these (it needs the
+    shard of each read), rather than mapping tens of millions of ids back to their shards."""
+
+    def copy_range(self, begin: int, end: int, out: np.ndarray) -> np.ndarray:
+        """Write the shard id of each sample at group positions [begin, end) into ``out``; returns the
+        bounds ``ShardRuns.copy_range`` does."""
+        assert len(out) == end - begin and 0 <= begin <= end <= self.num_samples
+        if begin == end:
+            return np.zeros(1, dtype=np.int64)
+        first, last, bounds = self._range_runs(begin, end)
+        if last - first > _LOOP_RUNS_MAX:
+            # As ``_fill_counting_runs`` (pieces never empty): each piece's shard as a running sum of the
+            # steps between neighbouring pieces' shards, in place.
+            shards = self.shard[first:last]  # (k,)
+            out.fill(0)
+            out[0] = shards[0]
+            out[bounds[1:-1]] = np.diff(shards)  # (k - 1,)
+            np.cumsum(out, dtype=out.dtype, out=out)
+            return bounds
+        for run, lo, hi in zip(range(first, last), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            out[lo:hi] = self.shard[run]
+        return bounds
 
 
 def _fill_counting_runs(out: np.ndarray, bounds: np.ndarray, first_ids: np.ndarray) -> None:

@@ -238,6 +238,12 @@ class EpochLayout:
         """Samples in the epoch: every slot but the empty ones of a partial last batch."""
         return self.slots.num_batches * int(self.edges[-1]) - int(self.slots.pad_per_node.sum())
 
+    def as_shard_ids(self) -> EpochLayout:
+        """This layout with spans of shard ids (int64) instead of sample ids (``ShardRuns.as_shard_ids``):
+        shuffled alike, read alike, so each place of the order holds its sample's shard."""
+        runs = tuple(runs.as_shard_ids() for runs in self.runs_per_group)
+        return EpochLayout(self.slots, runs, self.edges, np.dtype(np.int64))
+
 
 def epoch_layout(
     shape: DatasetShape, chosen_per_stream: Sequence[Chosen], config: OrderConfig, epoch: int

@@ -195,3 +195,19 @@ def intra_shard_shuffle(ids: np.ndarray, shard_bounds: np.ndarray, key: SpanKey)
     (see ``layout``), so this gives "shuffle shards, then samples within each shard".
     """
     shuffle_segments(ids, shard_bounds, rng_for(key.seed, key.epoch, "intra_shard_shuffle", *key.span))
+
+
+# The built-in shuffles: each moves samples by position alone, whatever the values it moves.
+_POSITIONAL: dict[str, SpanShuffle] = {
+    "none": no_shuffle,
+    "permute": permute_span,
+    "block": block_shuffle,
+    "intra_shard": intra_shard_shuffle,
+}
+
+
+def is_positional(name: str) -> bool:
+    """Whether shuffle ``name`` (or an alias) moves samples by position alone, so a span of other values
+    (each sample's shard, say) shuffled alike moves the same way: the built-ins, not a user's function."""
+    resolved = canonical_shuffle_name(name)
+    return resolved in _POSITIONAL and _REGISTRY[resolved] is _POSITIONAL[resolved]

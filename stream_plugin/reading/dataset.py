@@ -574,7 +574,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         if folders:
             identity = SharedSpans.identity_of(table.samples_per_shard, planner.samples_per_stream, planner.settings)
             shared = SharedSpans(folders[0], identity)
-        return NodeForecaster(planner, table.shards_of, num_shards, shared=shared)
+        return NodeForecaster(planner, num_shards, shared=shared)
 
     def _pass_reading(self) -> PassReading:
         """What reading a pass takes from this dataset: a subclass's own ``get_item`` or ``__getitem__``

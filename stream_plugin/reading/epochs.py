@@ -18,6 +18,7 @@ from stream_plugin.order.chunked import iter_rank_batches
 from stream_plugin.order.layout import AllSamples, Chosen
 from stream_plugin.order.plan import DatasetShape, OrderConfig
 from stream_plugin.order.sampling import epoch_samples
+from stream_plugin.order.shuffle import is_positional
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.shard_table import ShardTable
 
@@ -137,13 +138,23 @@ class EpochPlanner:
         global_batch_size: int,
         topology: Topology,
         drop_last: bool,
+        shard_ids: bool = False,
     ) -> Iterator[np.ndarray]:
         """The sample ids ``topology``'s (rank, worker) reads of ``epoch`` from ``consumed`` on, in order,
-        in pieces, each planned when asked for (``iter_rank_batches``): only what it reads is planned."""
-        return iter_rank_batches(
-            *self._rank_inputs(epoch, epoch_batch_size, num_canonical_nodes, device_batch_size),
+        in pieces, each planned when asked for (``iter_rank_batches``): only what it reads is planned.
+
+        ``shard_ids``: the shard of each read instead, from spans of shard ids where the shuffle allows
+        (``iter_rank_batches``), else the sample ids' shards (``ShardTable.shards_of``)."""
+        inputs = self._rank_inputs(epoch, epoch_batch_size, num_canonical_nodes, device_batch_size)
+        positional = shard_ids and is_positional(inputs[2].algorithm)
+        pieces = iter_rank_batches(
+            *inputs,
             consumed=consumed,
             global_batch_size=global_batch_size,
             topology=topology,
             drop_last=drop_last,
+            shard_ids=positional,
         )
+        if shard_ids and not positional:  # a user's shuffle may move samples by their values
+            return map(self._table.shards_of, pieces)
+        return pieces

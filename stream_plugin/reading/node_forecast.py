@@ -5,7 +5,8 @@ contiguous band of columns: exactly what one rank of a job with one rank per nod
 that rank's pass (``EpochPlanner.rank_batch_pieces`` with that topology) gives the node's reads of
 every rank and worker, in order, with no messages between processes; they are reduced piece by
 piece to each shard's first and last read (``NodeFuture``), so memory follows the shard count.
-Only shard ids are needed of each read (``ShardTable.shards_of``), not its place in the shard.
+Only the shard of each read is needed: the order is planned on spans of shard ids, shuffled as the
+sample ids are (``rank_batch_pieces(shard_ids=True)``), so no id is mapped back to its shard.
 
 The node's clock counts its reads row by row (global batch by global batch): a row is ``width``
 reads, and at in-batch index ``j`` the node's data-parallel ranks read at the same time, so the read
@@ -18,7 +19,7 @@ behind its own reads.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -31,7 +32,6 @@ from stream_plugin.reading.cursor import IterationPlan
 from stream_plugin.reading.epochs import EpochPlanner
 from stream_plugin.reading.shared_forecast import SharedSpans
 
-ShardsOf = Callable[[np.ndarray], np.ndarray]  # sample ids (n,) -> their shard ids, int64 (n,)
 _KEEP_PASSES = 3  # spans kept per process: this pass, the next epoch, and one spare
 
 
@@ -98,10 +98,9 @@ class NodeForecaster:
     """
 
     def __init__(
-        self, planner: EpochPlanner, shards_of: ShardsOf, num_shards: int, *, shared: SharedSpans | None = None
+        self, planner: EpochPlanner, num_shards: int, *, shared: SharedSpans | None = None
     ) -> None:
         self._planner = planner
-        self._shards_of = shards_of
         self._num_shards = num_shards
         self._shared = shared  # the node's folder of planned passes: one process per node plans each
         self._spans: OrderedDict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
@@ -196,14 +195,15 @@ class NodeForecaster:
             global_batch_size=clock.width * node.num_nodes,
             topology=node,
             drop_last=drop_last,
+            shard_ids=True,
         )
         pass_clock = replace(clock, start_row=consumed // epoch_batch_size)
 
         def pieces() -> Iterator[tuple[np.ndarray, np.ndarray]]:
             first = 0
-            for sample_ids in reads:  # (n,) the node's reads, row-major over its columns
-                yield pass_clock.read_times(first, len(sample_ids)), self._shards_of(sample_ids)
-                first += len(sample_ids)
+            for shards in reads:  # (n,) the shard of each of the node's reads, row-major over its columns
+                yield pass_clock.read_times(first, len(shards)), shards
+                first += len(shards)
 
         return read_spans(self._num_shards, pieces())
 
@@ -219,4 +219,4 @@ def _passes_in_turn(num_shards: int, spans: list[tuple[np.ndarray, np.ndarray]],
     return NodeFuture(first, last)
 
 
-__all__ = ["NodeClock", "NodeForecaster", "PieceClock", "ShardsOf"]
+__all__ = ["NodeClock", "NodeForecaster", "PieceClock"]

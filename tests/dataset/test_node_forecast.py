@@ -12,9 +12,12 @@ from support.orders import sample_ids
 from stream_plugin import StreamingDataset
 from stream_plugin.cache.future import NEVER
 from stream_plugin.errors import ConfigError
+from stream_plugin.order.shuffle import SpanKey, register_shuffle, unregister_shuffle
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.cursor import IterationPlan
+from stream_plugin.reading.epochs import EpochPlanner, OrderSettings
 from stream_plugin.reading.node_forecast import NodeForecaster
+from stream_plugin.reading.shard_table import ShardTable
 from stream_plugin.reading.world import World
 
 NODES, RANKS_PER_NODE, WORKERS, DEVICE_BATCH = 2, 2, 2, 2
@@ -64,7 +67,7 @@ def test_every_read_of_the_nodes_ranks_and_workers_lies_in_its_shards_span(
         dataset = _dataset(remote_1k, tmp_path / "cache", rank)
         for worker in range(WORKERS):
             topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=rank, worker=worker)
-            forecast = _forecast(NodeForecaster(dataset.plan.planner, dataset.plan.table.shards_of, len(dataset.shards)), plan, topology)
+            forecast = _forecast(NodeForecaster(dataset.plan.planner, len(dataset.shards)), plan, topology)
             assert forecast is not None
             future, clock = forecast
             shards = dataset.plan.table.locate(sample_ids(dataset, plan, topology))[0]  # (n,)
@@ -101,7 +104,7 @@ def test_the_epoch_planned_ahead_is_the_next_pass_and_is_not_planned_again(remot
         return plan_pieces(epoch, **options)
 
     planner.rank_batch_pieces = counting  # type: ignore[method-assign]
-    forecaster = NodeForecaster(planner, dataset.plan.table.shards_of, len(dataset.shards))
+    forecaster = NodeForecaster(planner, len(dataset.shards))
     topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=2, worker=1)
     first = _forecast(forecaster, IterationPlan(0, 0, GLOBAL_BATCH, NODES), topology)
     second = _forecast(forecaster, IterationPlan(1, 0, GLOBAL_BATCH, NODES), topology)
@@ -115,7 +118,7 @@ def test_the_epoch_planned_ahead_is_the_next_pass_and_is_not_planned_again(remot
 
 def test_device_per_stream_batching_plans_no_future(remote_1k: Path, tmp_path: Path) -> None:
     dataset = _dataset(remote_1k, tmp_path / "cache", 2)
-    forecaster = NodeForecaster(dataset.plan.planner, dataset.plan.table.shards_of, len(dataset.shards))
+    forecaster = NodeForecaster(dataset.plan.planner, len(dataset.shards))
     topology = Topology(NODES, RANKS_PER_NODE, WORKERS, rank=2, worker=0)
     forecast = forecaster.forecast(
         IterationPlan(0, 0, GLOBAL_BATCH, NODES),
@@ -140,7 +143,7 @@ def test_a_node_whose_ranks_are_replicas_elsewhere_forecasts_the_coordinates_it_
     global_batch = 2 * DEVICE_BATCH
     plan = IterationPlan(epoch=1, start=0, epoch_batch_size=global_batch, num_canonical_nodes=NODES)
     dataset = _dataset(remote_1k, tmp_path / "cache", rank=2, replication=2)  # its global batch: 2 coordinates
-    forecaster = NodeForecaster(dataset.plan.planner, dataset.plan.table.shards_of, len(dataset.shards))
+    forecaster = NodeForecaster(dataset.plan.planner, len(dataset.shards))
     node_shards: set[int] = set()
     future = None
     for rank in (2, 3):
@@ -164,3 +167,30 @@ def test_a_node_whose_ranks_are_replicas_elsewhere_forecasts_the_coordinates_it_
         node_shards |= set(shards.tolist())
     assert future is not None
     assert set(np.flatnonzero(future.first[0] != NEVER).tolist()) == node_shards
+
+
+def _by_value(ids: np.ndarray, shard_bounds: np.ndarray, key: SpanKey) -> None:
+    ids[:] = np.sort(ids)[::-1]  # a user's shuffle that moves each sample by its value
+
+
+@pytest.mark.parametrize("algorithm", ["py1e", "by_value"])
+def test_the_planners_shard_ids_are_the_shards_of_its_sample_ids(algorithm: str) -> None:
+    """Spans of shard ids for a built-in shuffle; a user's shuffle's sample ids looked up instead."""
+    table = ShardTable.from_counts([[30, 0, 45, 7], [60, 12]])
+    settings = OrderSettings(
+        shuffle=True, shuffle_algo=algorithm, shuffle_seed=3, shuffle_block_size=20,
+        batching_method="random", sampling_method="balanced", sampling_granularity=1,
+    )
+    register_shuffle("by_value")(_by_value)
+    try:
+        planner = EpochPlanner(table, table.samples_per_stream, settings)
+        options = dict(
+            epoch_batch_size=8, num_canonical_nodes=2, device_batch_size=4, consumed=8, global_batch_size=8,
+            topology=Topology(num_nodes=2, rank=1), drop_last=False,
+        )
+        samples = np.concatenate(list(planner.rank_batch_pieces(1, **options)))  # type: ignore[arg-type]
+        shards = np.concatenate(list(planner.rank_batch_pieces(1, shard_ids=True, **options)))  # type: ignore[arg-type]
+    finally:
+        unregister_shuffle("by_value")
+    assert len(samples) == 73  # rank 1 of 2: half of the 154 samples after the first batch of 8
+    np.testing.assert_array_equal(shards, table.shards_of(samples))
