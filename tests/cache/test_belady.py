@@ -6,139 +6,117 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from support.belady_cache import belady_cache, expect_reads, present_shards
 
-from stream_plugin.cache import CacheConfig, NodeFuture, ShardCache
 from stream_plugin.cache.eviction import eviction_order
 from stream_plugin.cache.future import NEVER
-
-
-def _cache(local: Path, dataset, *, eviction: str = "belady", shards_fit: int = 2) -> ShardCache:
-    limit = shards_fit * max(entry.raw_data.bytes for entry in dataset.entries)
-    cache = ShardCache(
-        CacheConfig(local=str(local), remote=str(dataset.remote), cache_limit=limit, eviction=eviction)  # type: ignore[arg-type]
-    )
-    cache.open_index()
-    return cache
-
-
-def _expect(cache: ShardCache, dataset, reads: dict[int, list[int]], **options: int) -> None:
-    """Tell the cache the node reads shard ``s`` at the times ``reads[s]`` (one pass)."""
-    times = np.array([t for times in reads.values() for t in times], dtype=np.int64)
-    shards = np.array([s for s, times in reads.items() for _ in times], dtype=np.int64)
-    future = NodeFuture.from_reads(len(dataset.entries), [[(times, shards)]])
-    shard_of = {entry.raw_data.basename: index for index, entry in enumerate(dataset.entries)}
-    cache.expect(future, shard_of, **options)
-
-
-def _present(local: Path, dataset) -> list[int]:
-    return [i for i, entry in enumerate(dataset.entries) if (local / entry.raw_data.basename).is_file()]
 
 
 def test_the_shard_read_again_farthest_ahead_is_evicted_not_the_least_recently_used(
     make_dataset, local: Path
 ) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset)
-    _expect(cache, dataset, {0: [10], 1: [100], 2: [2]})
+    cache = belady_cache(local, dataset)
+    expect_reads(cache, dataset, {0: [10], 1: [100], 2: [2]})
     cache.ensure(dataset.entries[0])
     cache.ensure(dataset.entries[1])  # shard 0 is now the least recently used, but read sooner
     cache.advance_clock(2)
     cache.ensure(dataset.entries[2])
-    assert _present(local, dataset) == [0, 2]
+    assert present_shards(local, dataset) == [0, 2]
 
 
 def test_a_shard_never_read_again_is_evicted_first(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset)
-    _expect(cache, dataset, {1: [50], 2: [2]})
+    cache = belady_cache(local, dataset)
+    expect_reads(cache, dataset, {1: [50], 2: [2]})
     cache.ensure(dataset.entries[1])
     cache.ensure(dataset.entries[0])  # the most recently used, and never read again
     cache.advance_clock(2)
     cache.ensure(dataset.entries[2])
-    assert _present(local, dataset) == [1, 2]
+    assert present_shards(local, dataset) == [1, 2]
 
 
 def test_lru_eviction_ignores_the_future(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset, eviction="lru")
-    _expect(cache, dataset, {0: [10], 1: [100], 2: [2]})
+    cache = belady_cache(local, dataset, eviction="lru")
+    expect_reads(cache, dataset, {0: [10], 1: [100], 2: [2]})
     cache.ensure(dataset.entries[0])
     cache.ensure(dataset.entries[1])
     cache.ensure(dataset.entries[2])
-    assert _present(local, dataset) == [1, 2]
+    assert present_shards(local, dataset) == [1, 2]
 
 
 def test_without_a_future_belady_falls_back_to_least_recently_used(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset)
+    cache = belady_cache(local, dataset)
     for index in range(3):
         cache.ensure(dataset.entries[index])
-    assert _present(local, dataset) == [1, 2]
+    assert present_shards(local, dataset) == [1, 2]
 
 
 def test_a_download_ahead_waits_rather_than_evict_a_shard_read_sooner(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset)
-    _expect(cache, dataset, {0: [10], 1: [20], 2: [30]})
+    cache = belady_cache(local, dataset)
+    expect_reads(cache, dataset, {0: [10], 1: [20], 2: [30]})
     cache.ensure(dataset.entries[0])
     cache.ensure(dataset.entries[1])
     assert cache.ensure_ahead(dataset.entries[2]) is None
-    assert _present(local, dataset) == [0, 1]
+    assert present_shards(local, dataset) == [0, 1]
     assert cache.ensure(dataset.entries[2]) == local  # on demand it evicts the farthest: shard 1
-    assert _present(local, dataset) == [0, 2]
+    assert present_shards(local, dataset) == [0, 2]
 
 
 def test_a_download_ahead_evicts_a_shard_read_after_it(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset)
-    _expect(cache, dataset, {0: [10], 1: [30], 2: [20]})
+    cache = belady_cache(local, dataset)
+    expect_reads(cache, dataset, {0: [10], 1: [30], 2: [20]})
     cache.ensure(dataset.entries[0])
     cache.ensure(dataset.entries[1])
     assert cache.ensure_ahead(dataset.entries[2]) == local
-    assert _present(local, dataset) == [0, 2]
+    assert present_shards(local, dataset) == [0, 2]
 
 
 def test_a_download_ahead_waits_while_a_shard_read_before_it_is_missing(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=4, shard_bytes=1000)
-    cache = _cache(local, dataset, shards_fit=3)
-    _expect(cache, dataset, {0: [10], 1: [20], 2: [30]})
+    cache = belady_cache(local, dataset, shards_fit=3)
+    expect_reads(cache, dataset, {0: [10], 1: [20], 2: [30]})
     cache.ensure(dataset.entries[0])
     assert cache.ensure_ahead(dataset.entries[2]) is None  # shard 1 comes first, though there is room
     assert cache.ensure_ahead(dataset.entries[1]) == local
     assert cache.ensure_ahead(dataset.entries[2]) == local
-    assert _present(local, dataset) == [0, 1, 2]
+    assert present_shards(local, dataset) == [0, 1, 2]
 
 
 def test_a_download_ahead_beyond_its_reach_does_not_evict(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset)
-    _expect(cache, dataset, {0: [70], 1: [500], 2: [100]}, reach=50)
+    cache = belady_cache(local, dataset)
+    expect_reads(cache, dataset, {0: [70], 1: [500], 2: [100]}, reach=50)
     cache.ensure(dataset.entries[0])
     cache.ensure(dataset.entries[1])
     assert cache.ensure_ahead(dataset.entries[2]) is None
     cache.advance_clock(60)
     assert cache.ensure_ahead(dataset.entries[2]) == local
-    assert _present(local, dataset) == [0, 2]
+    assert present_shards(local, dataset) == [0, 2]
 
 
 def test_a_shard_being_read_is_not_evicted_even_when_read_farthest_ahead(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset)
-    _expect(cache, dataset, {0: [1000], 1: [5], 2: [2]})
+    cache = belady_cache(local, dataset)
+    expect_reads(cache, dataset, {0: [1000], 1: [5], 2: [2]})
     with cache.reading(dataset.entries[0]):
         cache.ensure(dataset.entries[1])
         cache.advance_clock(2)
         cache.ensure(dataset.entries[2])
-        assert _present(local, dataset) == [0, 2]
+        assert present_shards(local, dataset) == [0, 2]
 
 
 def test_a_download_ahead_beyond_its_reach_still_fills_free_room(make_dataset, local: Path) -> None:
     dataset = make_dataset(shards=3, shard_bytes=1000)
-    cache = _cache(local, dataset, shards_fit=3)
-    _expect(cache, dataset, {0: [10], 1: [500]}, reach=50)
+    cache = belady_cache(local, dataset, shards_fit=3)
+    expect_reads(cache, dataset, {0: [10], 1: [500]}, reach=50)
     cache.ensure(dataset.entries[0])
     assert cache.ensure_ahead(dataset.entries[1]) == local
-    assert _present(local, dataset) == [0, 1]
+    assert present_shards(local, dataset) == [0, 1]
 
 
 def test_eviction_order_is_farthest_next_use_first_and_lru_among_equals() -> None:

@@ -6,29 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from support.belady_cache import belady_cache, expect_reads, present_shards
 
-from stream_plugin.cache import CacheConfig, NodeFuture, ShardCache
+from stream_plugin.cache import NodeFuture
 from stream_plugin.cache.future import NEVER
-
-
-def _cache(local: Path, dataset, *, shards_fit: int) -> ShardCache:
-    limit = shards_fit * max(entry.raw_data.bytes for entry in dataset.entries)
-    cache = ShardCache(CacheConfig(local=str(local), remote=str(dataset.remote), cache_limit=limit))
-    cache.open_index()
-    return cache
-
-
-def _expect(cache: ShardCache, dataset, reads: dict[int, list[int]], **options: int) -> None:
-    """Tell the cache the node reads shard ``s`` at the times ``reads[s]`` (one pass)."""
-    times = np.array([t for times in reads.values() for t in times], dtype=np.int64)
-    shards = np.array([s for s, times in reads.items() for _ in times], dtype=np.int64)
-    future = NodeFuture.from_reads(len(dataset.entries), [[(times, shards)]])
-    shard_of = {entry.raw_data.basename: index for index, entry in enumerate(dataset.entries)}
-    cache.expect(future, shard_of, **options)
-
-
-def _present(local: Path, dataset) -> list[int]:
-    return [i for i, entry in enumerate(dataset.entries) if (local / entry.raw_data.basename).is_file()]
 
 
 def test_a_download_ahead_waits_rather_than_take_the_last_room_readers_leave(
@@ -38,28 +19,28 @@ def test_a_download_ahead_waits_rather_than_take_the_last_room_readers_leave(
     # shard 3 could evict shard 2, but would leave shard 3 the only shard not being read: the next
     # download on demand would evict it before it is read.
     dataset = make_dataset(shards=5, shard_bytes=1000)
-    cache = _cache(local, dataset, shards_fit=3)
-    _expect(cache, dataset, {0: [0, 50], 1: [0, 50], 2: [1000], 3: [20], 4: [30]})
+    cache = belady_cache(local, dataset, shards_fit=3)
+    expect_reads(cache, dataset, {0: [0, 50], 1: [0, 50], 2: [1000], 3: [20], 4: [30]})
     with cache.reading(dataset.entries[0]), cache.reading(dataset.entries[1]):
         cache.ensure(dataset.entries[2])
         assert cache.ensure_ahead(dataset.entries[3]) is None
-        assert _present(local, dataset) == [0, 1, 2]
+        assert present_shards(local, dataset) == [0, 1, 2]
         with cache.reading(dataset.entries[4]):  # on demand: evicts shard 2, read farthest ahead
-            assert _present(local, dataset) == [0, 1, 4]
+            assert present_shards(local, dataset) == [0, 1, 4]
 
 
 def test_a_download_ahead_still_evicts_when_room_for_a_download_on_demand_remains(
     make_dataset, local: Path
 ) -> None:
     dataset = make_dataset(shards=5, shard_bytes=1000)
-    cache = _cache(local, dataset, shards_fit=3)
-    _expect(cache, dataset, {0: [0, 50], 1: [1000], 2: [900], 3: [20]})
+    cache = belady_cache(local, dataset, shards_fit=3)
+    expect_reads(cache, dataset, {0: [0, 50], 1: [1000], 2: [900], 3: [20]})
     with cache.reading(dataset.entries[0]):
         cache.ensure(dataset.entries[1])
         cache.ensure(dataset.entries[2])
         # Shard 1 goes for shard 3; shard 2, not being read, is left for a download on demand.
         assert cache.ensure_ahead(dataset.entries[3]) == local
-        assert _present(local, dataset) == [0, 2, 3]
+        assert present_shards(local, dataset) == [0, 2, 3]
 
 
 def test_a_shard_first_read_within_the_window_counts_as_in_use() -> None:
@@ -80,9 +61,9 @@ def test_a_trailing_clock_does_not_keep_a_shard_the_node_may_have_finished_over_
     # from 30: either may be in use now, so they rank alike and the least recently used (shard 0) goes.
     # Ranked at 0 alone, shard 1 would go, and be fetched again at once if the node is already past 30.
     dataset = make_dataset(shards=4, shard_bytes=1000)
-    cache = _cache(local, dataset, shards_fit=2)
-    _expect(cache, dataset, {0: [0, 5], 1: [30], 3: [10]}, reach=50)
+    cache = belady_cache(local, dataset, shards_fit=2)
+    expect_reads(cache, dataset, {0: [0, 5], 1: [30], 3: [10]}, reach=50)
     cache.ensure(dataset.entries[0])
     cache.ensure(dataset.entries[1])
     cache.ensure(dataset.entries[3])
-    assert _present(local, dataset) == [1, 3]
+    assert present_shards(local, dataset) == [1, 3]
