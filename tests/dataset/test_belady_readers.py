@@ -11,6 +11,36 @@ from stream_plugin import StreamingDataLoader, StreamingDataset
 from stream_plugin.simulate.ideal_caches import belady_misses
 
 
+def _node_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, nodes: int, shards_cached: int
+) -> StreamingDataset:
+    """Node 0 of ``nodes`` (one rank) over 96 shards of 50 samples, shuffled in blocks of 2 shards (the
+    reads alternate between two shards), under ``eviction="belady"`` with room for ``shards_cached``."""
+    for name, value in {
+        "RANK": "0",
+        "WORLD_SIZE": str(nodes),
+        "LOCAL_WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    remote = write_ids(
+        tmp_path / "remote", range(4_800), size_limit=50 * 1_016 + 1_024, payload=1_000
+    )  # 96 shards
+    shard_bytes = max(path.stat().st_size for path in remote.glob("shard.*.mds"))
+    return StreamingDataset(
+        remote=remote.as_uri(),
+        local=str(tmp_path / "cache"),
+        batch_size=16,
+        shuffle=True,
+        shuffle_algo="block",
+        shuffle_block_size=100,
+        shuffle_seed=9176,
+        num_canonical_nodes=8,
+        cache_limit=shards_cached * shard_bytes + 512,
+        eviction="belady",
+    )
+
+
 @pytest.mark.parametrize("shards_cached", [12, 24])
 def test_readers_closed_by_next_use_never_close_one_the_stride_still_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards_cached: int
@@ -18,21 +48,9 @@ def test_readers_closed_by_next_use_never_close_one_the_stride_still_reads(
     """A small cache (few open readers), a shuffle that alternates between shards, two epochs: every
     sample arrives once per epoch. Readers closed by next use once closed a reader whose read function
     the stride still held ('operation forbidden on released memoryview')."""
-    for name, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
-        monkeypatch.setenv(name, value)  # node 0 of 2: it reads half of the shards
-    remote = write_ids(tmp_path / "remote", range(4_800), size_limit=50 * 1_016 + 1_024, payload=1_000)  # 96 shards
-    shard_bytes = max(path.stat().st_size for path in remote.glob("shard.*.mds"))
-    dataset = StreamingDataset(
-        remote=remote.as_uri(),
-        local=str(tmp_path / "cache"),
-        batch_size=16,
-        shuffle=True,
-        shuffle_algo="block",
-        shuffle_block_size=100,
-        num_canonical_nodes=8,
-        cache_limit=shards_cached * shard_bytes + 512,
-        eviction="belady",
-    )
+    dataset = _node_dataset(
+        tmp_path, monkeypatch, nodes=2, shards_cached=shards_cached
+    )  # node 0 of 2: half the shards
     loader = StreamingDataLoader(dataset, batch_size=16, num_workers=0)
     for _ in range(2):
         seen = [int(i) for batch in loader for i in batch["id"]]
@@ -48,26 +66,12 @@ def test_a_reader_done_before_the_next_shard_is_read_is_closed_so_eviction_can_t
     batch behind) still saw it in use: its reader stayed open (pinned) and eviction took a shard read
     sooner. Readers now rank at the opened shard's read time: 56 downloads against the optimum's 42
     became 46."""
-    for name, value in {"RANK": "0", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
-        monkeypatch.setenv(name, value)
-    remote = write_ids(tmp_path / "remote", range(4_800), size_limit=50 * 1_016 + 1_024, payload=1_000)  # 96 shards
-    shard_bytes = max(path.stat().st_size for path in remote.glob("shard.*.mds"))
     capacity = 6
-    dataset = StreamingDataset(
-        remote=remote.as_uri(),
-        local=str(tmp_path / "cache"),
-        batch_size=16,
-        shuffle=True,
-        shuffle_algo="block",
-        shuffle_block_size=100,
-        shuffle_seed=9176,
-        num_canonical_nodes=8,
-        cache_limit=capacity * shard_bytes + 512,
-        eviction="belady",
-    )
+    dataset = _node_dataset(tmp_path, monkeypatch, nodes=8, shards_cached=capacity)
     shards_read: list[int] = []
     for _ in range(6):
         shards_read += [int(sample["id"]) // 50 for sample in dataset]
+    shard_bytes = max(path.stat().st_size for path in (tmp_path / "remote").glob("shard.*.mds"))
     downloads = dataset.node_stats().bytes_downloaded // shard_bytes
     optimum = belady_misses(shards_read, capacity)
     assert optimum <= downloads <= 1.15 * optimum, (downloads, optimum)
