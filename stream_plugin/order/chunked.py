@@ -162,7 +162,11 @@ def _pieces(
             node, first_row if reads_rows else None, pieces, a - lo, b - lo, want_tail
         )
         walks.append((a - d_B, b - d_B, walk))
+    whole = [walk for out_lo, out_hi, walk in walks if (out_lo, out_hi) == (0, B)]  # one node gives every column
     for begin, end in zip(bounds[:-1], bounds[1:]):
+        if whole:
+            yield next(whole[0]).reshape(-1)  # (k * B,): the walk's own fresh rows, not copied again
+            continue
         piece = np.empty((end - begin, B), dtype=np.int64)  # (k, B)
         for out_lo, out_hi, walk in walks:
             if out_lo < out_hi:
@@ -265,6 +269,11 @@ def _wanted_tail(tail_size: int, data_parallel_size: int, rank: int) -> np.ndarr
     return wanted
 
 
+def _next_rows(piece: np.ndarray, row: int, per_chunk: int) -> bool:
+    """Whether rows ``piece`` (ascending) are the next ``len(piece)`` rows from ``row``, one chunk's worth."""
+    return 0 < len(piece) <= per_chunk and int(piece[0]) == row and int(piece[-1]) - row == len(piece) - 1
+
+
 class _NodeWalker:
     """Reads one canonical node's (T, g_c) block row by row, from its groups' span readers."""
 
@@ -337,6 +346,12 @@ class _NodeWalker:
         per_chunk = max(1, self._piece_samples // max(width, 1))
         written = 0  # rows of ``out`` written so far
         for piece in pieces:  # (k,) ascending
+            # The node's next rows, every column, already int64: the rows read are the piece, not copied.
+            whole_rows = (col_lo, col_hi) == (0, width) and self._layout.dtype == np.int64
+            if out is None and whole_rows and _next_rows(piece, row, per_chunk):
+                row = int(piece[-1]) + 1
+                yield self._read_rows(readers, groups, width, int(piece[0]), row)  # fresh (k, width)
+                continue
             if out is not None:
                 target = out[written : written + len(piece)]
                 written += len(piece)
