@@ -7,15 +7,32 @@ Stream ``s`` holds tokens ``base, base + 1, ...`` (``base = s * STREAM_BASE``) c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from stream_plugin import MDSWriter
+from stream_plugin import MDSWriter, Stream, World
+from stream_plugin.text import StreamingTokenBlockDataset
 
 STREAM_BASE = 1_000_000
+BLOCK = 16  # the tests' block size
+
+
+def token_block_dataset(streams: Sequence[Stream] | None = None, **kwargs: Any) -> StreamingTokenBlockDataset:
+    """A shuffled ``StreamingTokenBlockDataset`` of ``BLOCK``-token blocks, batch 8, 2 canonical nodes, one
+    rank; ``kwargs`` override any of those or add arguments."""
+    arguments: dict[str, Any] = {
+        "block_size": BLOCK,
+        "batch_size": 8,
+        "shuffle": True,
+        "num_canonical_nodes": 2,
+        "world": World(rank=0, world_size=1),
+    }
+    arguments.update(kwargs)
+    return StreamingTokenBlockDataset(streams=streams, **arguments)
 
 
 def sample_lengths(num_samples: int, max_length: int = 23, seed: int = 0) -> list[int]:

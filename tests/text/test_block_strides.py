@@ -10,29 +10,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from support.token_blocks import STREAM_BASE, write_token_stream
+from support.token_blocks import BLOCK, STREAM_BASE, token_block_dataset, write_token_stream
 
-from stream_plugin import Stream, World
+from stream_plugin import Stream
 from stream_plugin.format.index import load_index
 from stream_plugin.format.reader import open_shard
 from stream_plugin.text import StreamingTokenBlockDataset
 from stream_plugin.text.blocks import block_runs, block_runs_many, num_blocks, token_offsets
 from stream_plugin.text.token_counts import sample_tokens
 from stream_plugin.text.token_views import TokenViews, mds_file_of
-
-BLOCK = 16
-
-
-def _dataset(streams: list[Stream] | None = None, **kwargs: Any) -> StreamingTokenBlockDataset:
-    arguments: dict[str, Any] = {
-        "block_size": BLOCK,
-        "batch_size": 8,
-        "shuffle": True,
-        "num_canonical_nodes": 2,
-        "world": World(rank=0, world_size=1),
-    }
-    arguments.update(kwargs)
-    return StreamingTokenBlockDataset(streams=streams, **arguments)
 
 
 def test_block_runs_many_gives_each_blocks_runs_in_the_order_asked() -> None:
@@ -66,7 +52,7 @@ def test_get_items_gives_the_blocks_get_item_gives(
     tmp_path: Path, encoding: str, compression: str | None, token_encoding_type: str, dtype: str
 ) -> None:
     tokens = write_token_stream(tmp_path / "data", 200, encoding=encoding, compression=compression)
-    dataset = _dataset(local=str(tmp_path / "data"), token_encoding_type=token_encoding_type, dtype=dtype)
+    dataset = token_block_dataset(local=str(tmp_path / "data"), token_encoding_type=token_encoding_type, dtype=dtype)
     ids = np.random.default_rng(0).integers(0, dataset.num_samples, size=70)  # many shards, repeats
     blocks: Sequence[Any] = dataset.get_items(ids)
     assert len(blocks) == len(ids)
@@ -82,7 +68,7 @@ def test_get_items_gives_the_blocks_get_item_gives(
 def test_get_items_of_two_streams_keeps_the_order_asked(tmp_path: Path) -> None:
     write_token_stream(tmp_path / "a", 150)
     write_token_stream(tmp_path / "b", 60, base=STREAM_BASE, encoding="bytes")
-    dataset = _dataset(
+    dataset = token_block_dataset(
         [Stream(local=str(tmp_path / "a")), Stream(local=str(tmp_path / "b"))], token_encoding_type="int32"
     )
     ids = np.random.default_rng(1).permutation(dataset.num_samples)  # (blocks,) both streams, interleaved
@@ -97,7 +83,7 @@ def test_get_items_of_two_streams_keeps_the_order_asked(tmp_path: Path) -> None:
 
 def test_get_items_with_document_fields_gives_get_items_dicts(tmp_path: Path) -> None:
     write_token_stream(tmp_path / "data", 100)
-    dataset = _dataset(local=str(tmp_path / "data"), sequence_id=True, cu_seqlens=True)
+    dataset = token_block_dataset(local=str(tmp_path / "data"), sequence_id=True, cu_seqlens=True)
     ids = np.array([5, 0, 9, 5])
     items: Sequence[Any] = dataset.get_items(ids)
     for block_id, item in zip(ids.tolist(), items):
@@ -118,7 +104,7 @@ def test_the_pass_reads_strides_through_get_items_but_a_subclasss_get_item_sees_
     tmp_path: Path,
 ) -> None:
     tokens = write_token_stream(tmp_path / "data", 200)
-    plain = _dataset(local=str(tmp_path / "data"), shuffle=False)
+    plain = token_block_dataset(local=str(tmp_path / "data"), shuffle=False)
     assert plain._pass_reading().fetch_many is not None
     blocks = sorted(plain, key=lambda block: int(block[0]))
     assert len(blocks) == plain.num_samples

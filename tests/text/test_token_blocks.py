@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from support.resume import take_ids
-from support.token_blocks import STREAM_BASE, collate_with_ids, write_token_stream
+from support.token_blocks import BLOCK, STREAM_BASE, collate_with_ids, token_block_dataset, write_token_stream
 
 from stream_plugin import Stream, StreamingDataLoader, World
 from stream_plugin.errors import ConfigError, EmptyStreamError
-from stream_plugin.text import StreamingTokenBlockDataset
 from stream_plugin.text.blocks import block_pieces, blocks_per_shard, num_blocks, token_offsets
-
-BLOCK = 16
-
-
-def make_dataset(streams: Sequence[Stream] | None = None, **kwargs: Any) -> StreamingTokenBlockDataset:
-    arguments: dict[str, Any] = {
-        "block_size": BLOCK,
-        "batch_size": 8,
-        "shuffle": True,
-        "num_canonical_nodes": 2,
-        "world": World(rank=0, world_size=1),
-    }
-    arguments.update(kwargs)
-    return StreamingTokenBlockDataset(streams=streams, **arguments)
 
 
 # ---------------------------------------------------------------------------------------- pure maths
@@ -77,7 +60,7 @@ def test_blocks_cover_the_token_stream_exactly_once_per_epoch(
     tmp_path: Path, encoding: str, compression: str | None, token_encoding_type: str
 ) -> None:
     tokens = write_token_stream(tmp_path / "data", 300, encoding=encoding, compression=compression)
-    dataset = make_dataset(local=str(tmp_path / "data"), token_encoding_type=token_encoding_type)
+    dataset = token_block_dataset(local=str(tmp_path / "data"), token_encoding_type=token_encoding_type)
     assert dataset.num_tokens == len(tokens)
     assert dataset.num_samples == (len(tokens) - 1) // BLOCK == len(dataset)
     for _ in range(2):  # every epoch, in a new order
@@ -95,7 +78,7 @@ def test_blocks_cover_the_token_stream_exactly_once_per_epoch(
 def test_block_order_is_shuffled_and_changes_every_epoch(tmp_path: Path) -> None:
     write_token_stream(tmp_path / "data", 300)
     loader = StreamingDataLoader(
-        make_dataset(local=str(tmp_path / "data")), batch_size=8, collate_fn=collate_with_ids
+        token_block_dataset(local=str(tmp_path / "data")), batch_size=8, collate_fn=collate_with_ids
     )
     first, second = take_ids(loader), take_ids(loader)
     assert sorted(sum(first, [])) == sorted(sum(second, []))
@@ -104,7 +87,7 @@ def test_block_order_is_shuffled_and_changes_every_epoch(tmp_path: Path) -> None
 
 def _rank_loader(data: Path, ranks: int, rank: int, workers: int) -> StreamingDataLoader:
     world = World(rank=rank, world_size=ranks, local_rank=rank, local_world_size=ranks)
-    dataset = make_dataset(local=str(data), batch_size=8 // ranks, world=world)
+    dataset = token_block_dataset(local=str(data), batch_size=8 // ranks, world=world)
     return StreamingDataLoader(
         dataset, batch_size=8 // ranks, num_workers=workers, collate_fn=collate_with_ids, drop_last=True
     )
@@ -124,15 +107,15 @@ def test_block_order_is_the_same_on_1_2_4_ranks_and_0_2_workers(
 def test_two_streams_mixed_by_token_share(tmp_path: Path) -> None:
     write_token_stream(tmp_path / "a", 400)  # ~4,700 tokens
     write_token_stream(tmp_path / "b", 100, base=STREAM_BASE)  # ~1,100 tokens
-    natural = make_dataset([Stream(local=str(tmp_path / "a")), Stream(local=str(tmp_path / "b"))])
+    natural = token_block_dataset([Stream(local=str(tmp_path / "a")), Stream(local=str(tmp_path / "b"))])
     per_stream = natural.samples_per_stream.tolist()
     assert per_stream == [(tokens - 1) // BLOCK for tokens in natural.tokens_per_stream]  # share of tokens
     streams = [
         Stream(local=str(tmp_path / "a"), proportion=0.25),
         Stream(local=str(tmp_path / "b"), proportion=0.75),
     ]
-    mixed = make_dataset(streams, epoch_size=400)
-    ids = sum(take_ids(StreamingDataLoader(mixed, batch_size=8, collate_fn=collate_with_ids)), [])
+    mixed = token_block_dataset(streams, epoch_size=400)
+    ids: list[int] = sum(take_ids(StreamingDataLoader(mixed, batch_size=8, collate_fn=collate_with_ids)), [])
     from_b = sum(1 for token in ids if token >= STREAM_BASE)
     assert (len(ids) - from_b, from_b) == (100, 300)  # 25% / 75% of the epoch's blocks, so of its tokens
     assert len(set(t for t in ids if t >= STREAM_BASE)) == per_stream[1]  # b's blocks all used, some twice
@@ -143,12 +126,12 @@ def test_block_dataset_refuses_bad_arguments(tmp_path: Path) -> None:
     write_token_stream(tmp_path / "data", 5)  # 1 + 8 + 15 + 22 + 6 = 52 tokens
     local = str(tmp_path / "data")
     with pytest.raises(ConfigError, match="block_size"):
-        make_dataset(local=local, block_size=0)
+        token_block_dataset(local=local, block_size=0)
     with pytest.raises(
         ConfigError,
         match=r"column: expected a token column 'ids' in every sample, found columns \['tokens'\]",
     ):
-        make_dataset(local=local, column="ids")
+        token_block_dataset(local=local, column="ids")
     with pytest.raises(EmptyStreamError, match=r"at least block_size \+ 1 = 53 tokens, found 52"):
-        make_dataset(local=local, block_size=52)
-    assert make_dataset(local=local, block_size=51).num_samples == 1
+        token_block_dataset(local=local, block_size=52)
+    assert token_block_dataset(local=local, block_size=51).num_samples == 1
