@@ -101,6 +101,7 @@ def span_next_use(first: np.ndarray, last: np.ndarray, now: int, until: int | No
     last = np.asarray(last, dtype=np.int64)
     return np.where((last >= now) & (last != NEVER), np.maximum(first, until), NEVER)
 
+
 def read_spans(
     num_shards: int, pieces: Iterable[tuple[np.ndarray, np.ndarray]]
 ) -> tuple[np.ndarray, np.ndarray]:
