@@ -34,48 +34,6 @@ _COUNT_BATCH_SHARDS_UP_TO = 100_000_000
 _PARALLEL_FROM_READS = 50_000_000
 
 
-class Locator:
-    """Global sample id -> global shard id, vectorised, without a per-sample search.
-
-    A bucket table maps ``id >> shift`` to the first shard of that bucket; ids are then moved forward
-    past the shards that end before them (a few vectorised passes: a bucket is no wider than a
-    typical shard). Falls back to ``np.searchsorted`` where buckets would hold many shards.
-    """
-
-    _MAX_PASSES = 4
-
-    def __init__(self, samples_per_shard: np.ndarray) -> None:
-        counts = np.asarray(samples_per_shard, dtype=np.int64)
-        # Equal shards (a synthetic shape, most written datasets but the last shard): one division.
-        equal = len(counts) and counts[0] > 0 and (counts[:-1] == counts[0]).all() and counts[-1] <= counts[0]
-        self._equal = int(counts[0]) if equal else 0
-        self._ends = np.cumsum(counts)  # (S,): first sample id after each shard
-        self._starts = self._ends - counts  # (S,)
-        nonzero = counts[counts > 0]
-        typical = int(np.median(nonzero)) if len(nonzero) else 1
-        self._shift = max(0, typical.bit_length() - 1)
-        total = int(self._ends[-1]) if len(counts) else 0
-        buckets = (total >> self._shift) + 1
-        # The first shard whose end lies past each bucket's first id (its shard, skipping empty ones).
-        self._first = np.searchsorted(
-            self._ends, np.arange(buckets, dtype=np.int64) << self._shift, side="right"
-        )
-        self._first = np.minimum(self._first, max(len(counts) - 1, 0))
-
-    def __call__(self, sample_ids: np.ndarray) -> np.ndarray:
-        """Shard ids of ``sample_ids``: int64 (n,)."""
-        ids = np.asarray(sample_ids, dtype=np.int64)
-        if self._equal:
-            return ids // self._equal  # a shorter last shard: its ids still divide to it
-        shards = self._first[ids >> self._shift]
-        for _ in range(self._MAX_PASSES):
-            past = self._ends[shards] <= ids
-            if not past.any():
-                return shards
-            shards = shards + past
-        return np.searchsorted(self._ends, ids, side="right")
-
-
 @dataclass(frozen=True)
 class NodeEpoch:
     """The shards one node reads in one epoch: each shard once, with its first and last step.
@@ -274,7 +232,7 @@ class _PassPlanner:
         self.global_batch = global_batch
         self.band = band
         self.bands = bands  # each node's (first, count) data-parallel coordinates
-        self._built: tuple[EpochPlanner, Locator, np.ndarray, np.ndarray] | None = None
+        self._built: tuple[EpochPlanner, np.ndarray, np.ndarray] | None = None
 
     def plan(
         self, epoch: int, node: int, steps: int, offset: int, count_shards: bool
@@ -283,11 +241,10 @@ class _PassPlanner:
             num_shards = self.workload.num_shards
             self._built = (
                 build_planner(self.workload),
-                Locator(self.workload.samples_per_shard),
                 np.full(num_shards, _UNREAD, np.int64),
                 np.full(num_shards, -1, np.int64),
             )
-        planner, locate, first, last = self._built
+        planner, first, last = self._built
         config = self.workload.config
         reads: list[np.ndarray] | None = None if self.pin_gap is None else []
         if config.batching_method == "device_per_stream":
@@ -306,8 +263,9 @@ class _PassPlanner:
                     global_batch_size=self.global_batch,
                     topology=Topology(ranks_per_node=self.global_batch // batch, rank=first_coordinate + slot),
                     drop_last=config.drop_last,
+                    shard_ids=True,
                 )
-                _accumulate(pieces, locate, batch, steps, first, last, None, reads, batch)
+                _accumulate(pieces, batch, steps, first, last, None, reads, batch)
             return _extract(first, last, offset, self._visits(reads, offset, batch)), None
         pieces = planner.rank_batch_pieces(
             epoch,
@@ -318,9 +276,10 @@ class _PassPlanner:
             global_batch_size=self.global_batch,
             topology=Topology(num_nodes=self.global_batch // self.band, rank=self.bands[node][0] // self.bands[node][1]),
             drop_last=config.drop_last,
+            shard_ids=True,
         )
         per_step = np.zeros(steps, np.int64) if count_shards else None
-        _accumulate(pieces, locate, self.band, steps, first, last, per_step, reads, int(config.batch_size or 1))
+        _accumulate(pieces, self.band, steps, first, last, per_step, reads, int(config.batch_size or 1))
         return _extract(first, last, offset, self._visits(reads, offset, self.band)), per_step
 
     def _visits(self, reads: list[np.ndarray] | None, offset: int, band: int) -> Visits | None:
@@ -345,7 +304,6 @@ def _plan_in_worker(task: tuple[int, int, int, int, bool]) -> tuple[NodeEpoch, n
 
 def _accumulate(
     pieces: Iterator[np.ndarray],
-    locate: Locator,
     band: int,
     steps: int,
     first: np.ndarray,
@@ -361,11 +319,10 @@ def _accumulate(
     of each step only."""
     read = 0
     row_rest = np.zeros(0, np.int64)  # the reads of a step cut by the end of a piece
-    for sample_ids in pieces:
+    for shards in pieces:  # the shard of each read, in order (the planner's shard_ids)
         if read >= steps * band:
             break
-        sample_ids = sample_ids[: steps * band - read]
-        shards = locate(sample_ids)  # (n,)
+        shards = shards[: steps * band - read]  # (n,)
         step = np.arange(read, read + len(shards), dtype=np.int64) // band  # (n,)
         np.minimum.at(first, shards, step)
         np.maximum.at(last, shards, step)
@@ -415,7 +372,6 @@ def _shuffle_figures(nodes: list[NodeEpoch], steps: int, per_step_shards: np.nda
 
 __all__ = [
     "EpochSteps",
-    "Locator",
     "NodeEpoch",
     "ReadPlan",
     "Visits",
