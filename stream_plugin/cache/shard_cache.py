@@ -39,6 +39,7 @@ from stream_plugin.cache.locks import ControlFolder, locked, touch
 from stream_plugin.cache.remote_index import RemoteIndex
 from stream_plugin.cache.shard_download import ShardFetcher
 from stream_plugin.cache.shard_files import is_present, remove_temporaries
+from stream_plugin.cache.start_stagger import StartGate
 from stream_plugin.cache.stats import CacheStats, StatsGroup
 from stream_plugin.cache.stream_eviction import StreamEviction
 from stream_plugin.errors import ConfigError, ShardIntegrityError
@@ -56,9 +57,16 @@ class ShardCache:
     """Downloads, verifies, places, protects and evicts the shards of one stream on this node."""
 
     def __init__(
-        self, config: CacheConfig, store: ObjectStore | None = None, stats: CacheStats | None = None
+        self,
+        config: CacheConfig,
+        store: ObjectStore | None = None,
+        stats: CacheStats | None = None,
+        start: StartGate | None = None,
     ) -> None:
+        """``start``: this process's hold on its first shard downloads (``start_stagger``), shared by the
+        caches of its streams; None downloads at once."""
         self._config = config
+        self._start = start if start is not None and not start.spent else None
         self._local = Path(config.local)
         self._control = ControlFolder(self._local)
         self._remote = canonical_remote(config.remote) if config.remote is not None else None
@@ -192,9 +200,17 @@ class ShardCache:
 
     def _ensure(self, entry: ShardEntry, *, ahead: bool) -> Path | None:
         self._shards.remember(entry)
+        start = self._start
+        if start is not None:  # only while this process's first downloads are held back (start_stagger)
+            if start.spent:
+                self._start = start = None
+            else:
+                start.ask()
         if self._is_present(entry) and self._verified_once(entry):
             self._record.record_hit()
             return self._local
+        if start is not None and self._store is not None:
+            start.wait()  # before the shard lock: no other process waits on this one's hold
         lock = self._control.shard_lock(entry.raw_data.basename)
         with locked(lock):
             if self._is_present(entry) and self._verified_once(entry, repair=True):

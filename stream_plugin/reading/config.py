@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from stream_plugin.cache.future import EvictionPolicy, check_eviction
+from stream_plugin.cache.start_stagger import check_start_stagger
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
 from stream_plugin.format.read_options import ReadOptions, normalize_decode
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
@@ -92,6 +93,7 @@ class DatasetConfig:
     decode: str | Mapping[str, str] = "pil"  # image columns: format.image_decode.IMAGE_DECODES
     zero_copy: bool = False
     replication: int | None = None
+    start_stagger: float = 0.0  # seconds over which the nodes' first shard downloads spread (cache.start_stagger)
     drop_last: bool = False
 
     def __post_init__(self) -> None:
@@ -112,6 +114,7 @@ class DatasetConfig:
                     f"{name}: expected True or False, found {type(value).__name__} {value!r}"
                 )
         check_eviction(self.eviction)
+        object.__setattr__(self, "start_stagger", check_start_stagger(self.start_stagger))
         if isinstance(self.decode, Mapping):  # a copy: the caller's dict may change later
             object.__setattr__(self, "decode", dict(self.decode))
         self.read_options  # noqa: B018 - checks decode and zero_copy

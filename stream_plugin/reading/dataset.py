@@ -128,6 +128,11 @@ class StreamingDataset(MosaicNames, IterableDataset):
     ``zero_copy``: ``bytes`` columns come back as read-only memoryviews of the shard's map, not copies
     (each view keeps its shard's map alive; ``format.read_options`` and ``docs/reading.md``).
 
+    And ``start_stagger`` (seconds, default 0): node ``i`` of ``N`` holds each process's first shard
+    downloads back ``i / N x start_stagger`` seconds after the process first asks for a shard, so that a
+    large job's nodes do not all hit a rate-limited store in the same second (``cache.start_stagger``;
+    ``stream-plugin simulate --tune --target-first-batch`` proposes a value). The index is not delayed.
+
     And ``transform``: a function applied to every sample after it is read (in iteration and in
     ``dataset[i]``), at the cost of one call. It must pickle (it travels to DataLoader workers). A
     subclass that overrides ``get_item`` (MosaicML's way to transform samples) works too, and its
@@ -166,6 +171,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         decode: str | Mapping[str, str] = DEFAULTS.decode,
         zero_copy: bool = DEFAULTS.zero_copy,
         replication: int | None = DEFAULTS.replication,
+        start_stagger: float = DEFAULTS.start_stagger,
         stream_name: str = DEFAULT_STREAM_NAME,
         stream_config: dict[str, Any] | None = None,
         world: World | None = None,

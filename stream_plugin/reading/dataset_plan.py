@@ -91,6 +91,7 @@ def plan_dataset(
         allow_unsafe_types=config.allow_unsafe_types,
         read_options=config.read_options,
         stores=stores,
+        start_stagger=config.start_stagger,
     )
     fingerprint = config.fingerprint(opened.index_digests, [repr(weight) for weight in weights])
     defined = sample_table(StreamSamples(SampleTable(shards, fingerprint), opened, readers))

@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from stream_plugin.cache.start_stagger import stagger_delay
 from stream_plugin.format.read_options import DEFAULT_READ_OPTIONS, ReadOptions
 from stream_plugin.reading.shard_access import ShardAccess
 from stream_plugin.reading.shard_table import ShardTable
@@ -41,12 +42,15 @@ class ProcessShards:
         allow_unsafe_types: bool,
         read_options: ReadOptions = DEFAULT_READ_OPTIONS,
         stores: Sequence[ObjectStore | None] | None,
+        start_stagger: float = 0.0,
     ) -> None:
         self._opened = opened
         self._shards = shards
         self._world = world
         self._allow_unsafe_types = allow_unsafe_types
         self._read_options = read_options
+        # This node's hold on each process's first shard downloads (``start_stagger``).
+        self._start_delay = stagger_delay(world.node, world.num_nodes, start_stagger)
         # Reused by the opening process's shard access only (never pickled: a worker opens its own).
         self._stores = stores
         self._stores_pid = os.getpid()
@@ -83,6 +87,7 @@ class ProcessShards:
                 read_options=self._read_options,
                 max_open=max_open,
                 stores=self._stores if self._stores_pid == os.getpid() else None,
+                start_delay=self._start_delay,
             )
         return self._access
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
 from stream_plugin.cache.future import NodeFuture
+from stream_plugin.cache.start_stagger import StartGate
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.read_options import DEFAULT_READ_OPTIONS, ReadOptions
 from stream_plugin.format.reader import ShardReader, open_shard
@@ -53,9 +54,12 @@ class StreamCacheSpec:
             return store
         return shard_store(store, self.config.local, self.parquet, dict(self.store_options))
 
-    def open(self, stats: CacheStats, store: ObjectStore | None = None) -> ShardCache:
-        """This stream's cache; pass ``store`` to reuse one this process already opened."""
-        return ShardCache(self.config, store if store is not None else self.open_store(), stats)
+    def open(
+        self, stats: CacheStats, store: ObjectStore | None = None, start: StartGate | None = None
+    ) -> ShardCache:
+        """This stream's cache; pass ``store`` to reuse one this process already opened, ``start`` to hold
+        its first downloads back (``start_stagger``)."""
+        return ShardCache(self.config, store if store is not None else self.open_store(), stats, start)
 
 
 class ShardAccess:
@@ -71,11 +75,15 @@ class ShardAccess:
         read_options: ReadOptions = DEFAULT_READ_OPTIONS,
         max_open: int = _MAX_OPEN_READERS,
         stores: Sequence[ObjectStore | None] | None = None,
+        start_delay: float = 0.0,
     ) -> None:
+        """``start_delay``: seconds this process holds its first shard downloads back, counted from its
+        first request for a shard (``start_stagger``: ``cache.start_stagger``)."""
         self.stats = CacheStats()
         self._specs = specs
         reused = stores if stores is not None else [None] * len(specs)
-        self.caches = [spec.open(self.stats, store) for spec, store in zip(specs, reused)]
+        start = StartGate(start_delay) if start_delay > 0 else None  # one hold for every stream
+        self.caches = [spec.open(self.stats, store, start) for spec, store in zip(specs, reused)]
         self._entries = entries
         self._table = table
         self._allow_unsafe_types = allow_unsafe_types

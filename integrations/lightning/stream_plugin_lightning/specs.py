@@ -88,6 +88,7 @@ class DatasetSpec:
     decode: str | dict[str, str] = "pil"  # _DEFAULTS.decode, typed as YAML gives it
     zero_copy: bool = _DEFAULTS.zero_copy
     replication: int | None = _DEFAULTS.replication
+    start_stagger: float = _DEFAULTS.start_stagger  # seconds: spread the nodes' first shard downloads
     storage_options: dict[str, Any] | None = None
     stream_name: str = DEFAULT_STREAM_NAME  # a name in stream_plugin.streams_registry (for remote/local)
     stream_config: dict[str, Any] | None = None  # extra arguments for that Stream class
