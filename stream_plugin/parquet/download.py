@@ -5,6 +5,8 @@ shard. ``ParquetShardStore`` answers that download by reading, from the data sou
 footer and the column chunks of the shard's row groups (and columns), written back to back and
 followed by the footer. Everything else (``index.json``, its identity) passes to the index's store.
 Before it reads, the file's size and identity are compared with the index: a changed file is refused.
+The footers of the files read last are kept (``FooterCache``): a file's later shards do not fetch it
+again. Column chunks a small gap apart are read in one request (``request_count``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from stream_plugin.errors import RemoteChangedError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
 from stream_plugin.parquet.entries import ParquetShard, ReadView, parquet_shard
+from stream_plugin.parquet.footer_cache import FooterCache, FooterKey
 from stream_plugin.storage.base import ObjectStore, RangedStore, ranged
 
 
@@ -32,28 +35,54 @@ def check_unchanged(shard: ParquetShard, size: int, identity: str | None, *, whe
 
 
 def write_shard(
-    data: RangedStore, shard: ParquetShard, dest: str | os.PathLike[str], *, timeout: float | None = None
+    data: RangedStore,
+    shard: ParquetShard,
+    dest: str | os.PathLike[str],
+    *,
+    timeout: float | None = None,
+    footers: FooterCache | None = None,
+    source: str = "",
 ) -> int:
-    """Write the shard's local copy to ``dest`` (its chunks, then the footer); return its size."""
+    """Write the shard's local copy to ``dest`` (its chunks, then the footer); return its size.
+
+    The requests are ``request_count``'s: a HEAD (the file unchanged), the footer unless ``footers``
+    holds it (kept under ``source``, the data's URL, for the next shard of the file), and the column
+    chunks, coalesced into few reads whose gap bytes are dropped.
+    """
     # pyarrow on first download: every stream imports this module, few read Parquet.
     from stream_plugin.parquet.footer import MAGIC, ParquetFormatError, parse_footer
-    from stream_plugin.parquet.layout import leaves_per_column, shard_ranges
+    from stream_plugin.parquet.layout import coalesce, leaves_per_column, shard_ranges
+    from stream_plugin.parquet.request_count import HOLE_BYTES, READ_LIMIT_BYTES
 
     info = data.object_info(shard.file, timeout=timeout)
     check_unchanged(shard, info.size, info.identity, where=shard.file)
-    footer = data.read_range(shard.file, info.size - shard.footer_bytes, info.size, timeout=timeout)
-    if not footer.endswith(MAGIC):
-        raise ParquetFormatError(
-            f"{shard.file}: expected a footer ending with b'PAR1' at the offset the index records, found "
-            f"{footer[-4:]!r}; the file changed: index the data again"
-        )
+
+    def read_footer() -> bytes:
+        footer = data.read_range(shard.file, info.size - shard.footer_bytes, info.size, timeout=timeout)
+        if not footer.endswith(MAGIC):
+            raise ParquetFormatError(
+                f"{shard.file}: expected a footer ending with b'PAR1' at the offset the index records, found "
+                f"{footer[-4:]!r}; the file changed: index the data again"
+            )
+        return footer
+
+    if footers is None or info.identity is None:  # a file rewritten at its size must not find its old footer
+        footer = read_footer()
+    else:
+        footer = footers.fetch(FooterKey(source, shard.file, info.size, info.identity), read_footer)
     metadata = parse_footer(footer, source=shard.file)
     leaves = leaves_per_column(metadata.schema.to_arrow_schema())
     wanted = [leaf for name in shard.read_columns for leaf in leaves[name]]
+    ranges = shard_ranges(metadata, shard.row_groups, sorted(wanted))
     written = 0
     with open(dest, "wb") as file:
-        for start, end in shard_ranges(metadata, shard.row_groups, sorted(wanted)):
-            written += file.write(data.read_range(shard.file, start, end, timeout=timeout))
+        kept = iter(ranges)
+        for read_start, read_end in coalesce(ranges, HOLE_BYTES, READ_LIMIT_BYTES):
+            view = memoryview(data.read_range(shard.file, read_start, read_end, timeout=timeout))
+            end = read_start
+            while end < read_end:  # the ranges this read covers, back to back; the gaps between them dropped
+                start, end = next(kept)
+                written += file.write(view[start - read_start : end - read_start])
         written += file.write(footer)
     return written
 
@@ -91,6 +120,7 @@ class ParquetShardStore:
         self._open_data = open_data
         self._shards: dict[str, ShardEntry] | None = None
         self._data: dict[str | None, RangedStore] = {}
+        self._footers = FooterCache()
         self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -118,7 +148,8 @@ class ParquetShardStore:
         if entry is None:
             return self._index_store.download(key, dest, timeout=timeout)
         shard = parquet_shard(entry)
-        return write_shard(self._data_store(shard.source), shard, dest, timeout=timeout)
+        store = self._data_store(shard.source)
+        return write_shard(store, shard, dest, timeout=timeout, footers=self._footers, source=shard.source or self.url)
 
     def upload(self, src: str | os.PathLike[str], key: str) -> None:
         self._index_store.upload(src, key)

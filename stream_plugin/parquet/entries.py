@@ -5,11 +5,13 @@ An entry is an ordinary index entry (``format: "parquet"``, ``samples``, ``raw_d
 
     "parquet": {"source": null | URL, "file": "data/train-0.parquet", "file_bytes": 1234,
                 "identity": "etag...", "row_groups": [0, 3], "footer_bytes": 512,
-                "column_bytes": {"text": 900, "label": 40}}
+                "column_bytes": {"label": 40, "text": 900}, "column_order": ["text", "label"]}
 
 ``source`` is null when the files lie beside ``index.json``, else the data's URL (an index kept in a
 folder of the user's). ``raw_data`` names the shard's local cache file (its byte ranges plus the
-footer) and its size, which the cache verifies as it verifies any shard.
+footer) and its size, which the cache verifies as it verifies any shard. ``column_order`` is the
+schema's order of the columns (``column_bytes`` is written with sorted keys); an index without it
+lists them sorted.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def shard_entry_config(
             "row_groups": [shard.row_groups.start, shard.row_groups.stop],
             "footer_bytes": shard.footer_bytes,
             "column_bytes": dict(shard.column_bytes),
+            "column_order": list(shard.column_bytes),
         },
     }
 
@@ -101,6 +104,11 @@ def parquet_shard(entry: ShardEntry) -> ParquetShard:
     sizes = found.get("column_bytes")
     if not isinstance(sizes, dict) or not all(isinstance(v, int) for v in sizes.values()):
         raise _fail(source, "column_bytes to map each column to its bytes", sizes)
+    order = found.get("column_order")
+    if order is not None:
+        if not (isinstance(order, list) and all(isinstance(n, str) for n in order) and sorted(order) == sorted(sizes)):
+            raise _fail(source, "column_order to list the columns of column_bytes", order)
+        sizes = {name: sizes[name] for name in order}
     identity = found.get("identity")
     return ParquetShard(
         source=where,

@@ -61,6 +61,20 @@ def shard_ranges(
     return merged
 
 
+def coalesce(ranges: Sequence[tuple[int, int]], hole: int, limit: int) -> list[tuple[int, int]]:
+    """The reads that cover ``ranges`` (sorted, disjoint ``[start, end)``): consecutive ranges at most
+    ``hole`` bytes apart share one read while it spans at most ``limit`` bytes; a range longer than
+    ``limit`` is one read of its own, never split. pyarrow's rule (``CacheOptions``: ``hole_size_limit``,
+    ``range_size_limit``); the gap bytes are read and dropped."""
+    reads: list[tuple[int, int]] = []
+    for start, end in ranges:
+        if reads and start - reads[-1][1] <= hole and end - reads[-1][0] <= limit:
+            reads[-1] = (reads[-1][0], end)
+        else:
+            reads.append((start, end))
+    return reads
+
+
 def column_bytes(metadata: pq.FileMetaData, row_groups: range, leaves: dict[str, range]) -> dict[str, int]:
     """Each top-level column's compressed bytes over ``row_groups`` (what caching it costs)."""
     return {
@@ -100,6 +114,7 @@ class Segments:
 __all__ = [
     "Segments",
     "chunk_range",
+    "coalesce",
     "column_bytes",
     "leaf_count",
     "leaves_per_column",

@@ -111,7 +111,7 @@ def test_columns_download_only_their_chunks_into_their_own_files(parquet_dir: Pa
 
 
 def test_a_missing_column_is_refused_with_the_available_ones(parquet_dir: Path, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"columns: expected names among the Parquet columns \['id', 'score', 'text'\], found \['nope'\] missing"):
+    with pytest.raises(ValueError, match=r"columns: expected names among the Parquet columns \['id', 'text', 'score'\], found \['nope'\] missing"):
         _dataset(parquet_dir, tmp_path / "c", columns=["nope"])
 
 
