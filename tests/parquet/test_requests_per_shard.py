@@ -177,3 +177,12 @@ def test_a_stream_over_http_decodes_the_rows_of_coalesced_reads(
     assert sorted(int(sample["id"]) for sample in samples) == list(range(GROUPS * ROWS))
     assert all(sample["score"] == sample["id"] / 2 for sample in samples)
     assert sum(1 for method, _ in log if method == "GET") == 1 + 1 + GROUPS  # index.json, one footer, a read a shard
+
+
+def test_the_simulator_counts_a_parquet_shards_requests_by_the_same_rule(
+    served: tuple[Path, str, list[tuple[str, str | None]]],
+) -> None:
+    from stream_plugin.simulate.config import load_workload
+
+    workload = load_workload(str(served[0]), {"batch_size": 4})
+    assert workload.requests_per_shard.tolist() == [download_requests(1, footer_kept=False)] * GROUPS == [3] * GROUPS
