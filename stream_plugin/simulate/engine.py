@@ -10,7 +10,7 @@ The model, in the order a step happens:
   node reads its demands in the order of its clock (``reading.node_forecast``).
 - **Start.** Each node first downloads every stream's index (one GET each, through the same store and
   link); its workers start ``worker_start`` later (the fork, their first iterator), and its first
-  shards are asked for then, ``start_stagger x node / nodes`` later still (a what-if), at most
+  shards are asked for then, ``start_stagger x node / nodes`` later still (the dataset's option), at most
   ``first_shards`` at once until the window opens (a what-if too).
 - **Prefetch.** A node's workers download ahead of their reading. Each worker reads every
   ``workers``-th batch and builds up to ``prefetch_factor`` of its batches ahead of the trainer, but
@@ -685,7 +685,7 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     opens = hardware.worker_start + np.array(
         [max((run.ready_time(index) for index in mine), default=0.0) for mine in indexes]
     )
-    opens += hardware.start_stagger * np.arange(hardware.nodes) / hardware.nodes
+    opens += workload.config.start_stagger * np.arange(hardware.nodes) / hardware.nodes
     for node in nodes:  # the first shards of the readers, alone: the window opens once they are in
         node.first_wave = min(int(np.searchsorted(node.first, 0, side="right")), run.readers)
         run.release(node, 0, 0, float(opens[node.index]), upto=node.first_wave)

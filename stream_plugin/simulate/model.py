@@ -166,10 +166,10 @@ class Hardware:
     step_time_per_sample: float = 0.0  # seconds of compute per sample of a device batch (added to step_time)
     worker_start: float = 0.0  # seconds from the first iterator to a worker's first request (fork, its iterator)
     handover: float = 0.0  # seconds from a batch built by a worker to the trainer holding it
-    # The start-up storm's levers (what-ifs: the loader has no such option yet): the nodes' first
-    # downloads spread over this many seconds (node i starts i / nodes of it late), and at most this many
-    # of a node's readers' first shards downloading at once (None: every reader's at once).
-    start_stagger: float = 0.0
+    # A start-up storm's lever (a what-if: the loader has no such option yet): at most this many of a
+    # node's readers' first shards downloading at once (None: every reader's at once). The other, the
+    # nodes' first downloads spread over some seconds, is the dataset's ``start_stagger`` (the workload's
+    # ``config``), as the loader reads it.
     first_shards: int | None = None
     epochs: int = 1
     max_steps: int | None = None  # stop after this many steps (max_duration in batches); None: whole epochs
@@ -206,7 +206,7 @@ class Hardware:
         _positive(
             "decompress_rate", self.decompress_rate, allow_none=True, fix="pass bytes per second, or None"
         )
-        for name in ("sample_time", "step_time", "step_time_per_sample", "worker_start", "handover", "start_stagger"):
+        for name in ("sample_time", "step_time", "step_time_per_sample", "worker_start", "handover"):
             _positive(name, getattr(self, name), allow_zero=True, fix="pass seconds")
 
     @property

@@ -349,7 +349,8 @@ def format_start_up(found: Sequence[StartUp], target: float, *, shown: int = 10)
         ]
     lines += [
         "",
-        "start_stagger and first_shards are what-ifs: the loader has no option for them yet",
+        "start_stagger is a dataset option (StreamingDataset(start_stagger=...)); first_shards is a what-if: "
+        "the loader has no option for it yet",
     ]
     return "\n".join(lines) + "\n"
 
