@@ -63,9 +63,9 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str, list[tuple[str, str | No
     table = pa.table(
         {
             "id": ids,
-            "label": (ids % 7).astype(np.int8),  # about 1 KB a row group: the small gap between id and score
+            "label": (ids % 7).astype(np.int8),  # about 0.5 KB a row group: the small gap between id and score
             "score": ids.astype(np.float64) / 2,
-            "text": [row.tobytes().decode() for row in letters],  # about 45 KB a row group: a large gap
+            "text": [row.tobytes().decode() for row in letters],  # about 64 KB a row group: a large gap
             "flag": ids % 2 == 0,
         }
     )
@@ -137,7 +137,7 @@ def test_the_second_shard_of_a_file_does_not_fetch_its_footer_again(
 def test_column_chunks_a_small_gap_apart_are_read_in_one_request(
     served: tuple[Path, str, list[tuple[str, str | None]]], tmp_path: Path
 ) -> None:
-    # 'label' (about 1 KB) lies between 'id' and 'score': read and dropped, one GET where there were two
+    # 'label' (about 0.5 KB) lies between 'id' and 'score': read and dropped, one GET where there were two
     requests = _download_each_shard(served, ("id", "score"), tmp_path)
     assert [len(shard) for shard in requests] == [3, 2, 2, 2]
     folder = served[0]
@@ -149,7 +149,7 @@ def test_column_chunks_a_small_gap_apart_are_read_in_one_request(
 def test_column_chunks_a_large_gap_apart_are_read_apart(
     served: tuple[Path, str, list[tuple[str, str | None]]], tmp_path: Path
 ) -> None:
-    # 'text' (about 60 KB a row group) lies between 'score' and 'flag'
+    # 'label', 'score' and 'text' (about 70 KB a row group) lie between 'id' and 'flag'
     requests = _download_each_shard(served, ("id", "flag"), tmp_path)
     assert [len(shard) for shard in requests] == [4, 3, 3, 3]
 
