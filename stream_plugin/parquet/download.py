@@ -20,7 +20,7 @@ from stream_plugin.errors import RemoteChangedError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
 from stream_plugin.parquet.entries import ParquetShard, ReadView, parquet_shard
 from stream_plugin.parquet.footer_cache import FooterCache, FooterKey
-from stream_plugin.storage.base import ObjectStore, RangedStore, ranged
+from stream_plugin.storage.base import ObjectStore, RangedStore, range_and_info_reader, ranged
 
 
 def check_unchanged(shard: ParquetShard, size: int, identity: str | None, *, where: str) -> None:
@@ -45,20 +45,36 @@ def write_shard(
 ) -> int:
     """Write the shard's local copy to ``dest`` (its chunks, then the footer); return its size.
 
-    The requests are ``request_count``'s: a HEAD (the file unchanged), the footer unless ``footers``
-    holds it (kept under ``source``, the data's URL, for the next shard of the file), and the column
-    chunks, coalesced into few reads whose gap bytes are dropped.
+    The requests are ``request_count``'s: the file's size and identity checked against the index (a
+    HEAD, or the first GET's answer where the store gives them there: ``range_and_info_reader``), the
+    footer unless ``footers`` holds it (kept under ``source``, the data's URL, for the next shard of the
+    file), and the column chunks, coalesced into few reads whose gap bytes are dropped.
     """
     # pyarrow on first download: every stream imports this module, few read Parquet.
     from stream_plugin.parquet.footer import MAGIC, ParquetFormatError, parse_footer
     from stream_plugin.parquet.layout import coalesce, leaves_per_column, shard_ranges
     from stream_plugin.parquet.request_count import HOLE_BYTES, READ_LIMIT_BYTES
 
-    info = data.object_info(shard.file, timeout=timeout)
-    check_unchanged(shard, info.size, info.identity, where=shard.file)
+    read_and_check = range_and_info_reader(data)
+    checked = read_and_check is None
+    if read_and_check is None:
+        info = data.object_info(shard.file, timeout=timeout)
+        check_unchanged(shard, info.size, info.identity, where=shard.file)
+        footers = footers if info.identity is not None else None
+
+    def read(start: int, end: int) -> bytes:
+        """Bytes of the file; the first read also checks the file, where the store answers both at once."""
+        nonlocal checked
+        if checked:
+            return data.read_range(shard.file, start, end, timeout=timeout)
+        assert read_and_check is not None
+        found, info = read_and_check(shard.file, start, end, timeout=timeout)
+        check_unchanged(shard, info.size, info.identity, where=shard.file)
+        checked = True
+        return found
 
     def read_footer() -> bytes:
-        footer = data.read_range(shard.file, info.size - shard.footer_bytes, info.size, timeout=timeout)
+        footer = read(shard.file_bytes - shard.footer_bytes, shard.file_bytes)
         if not footer.endswith(MAGIC):
             raise ParquetFormatError(
                 f"{shard.file}: expected a footer ending with b'PAR1' at the offset the index records, found "
@@ -66,10 +82,12 @@ def write_shard(
             )
         return footer
 
-    if footers is None or info.identity is None:  # a file rewritten at its size must not find its old footer
+    # Kept under the index's size and identity, which the file was (or will be, before anything is
+    # written) found to have; an index without an identity could not tell a file rewritten at its size.
+    if footers is None or shard.identity is None:
         footer = read_footer()
     else:
-        footer = footers.fetch(FooterKey(source, shard.file, info.size, info.identity), read_footer)
+        footer = footers.fetch(FooterKey(source, shard.file, shard.file_bytes, shard.identity), read_footer)
     metadata = parse_footer(footer, source=shard.file)
     leaves = leaves_per_column(metadata.schema.to_arrow_schema())
     wanted = [leaf for name in shard.read_columns for leaf in leaves[name]]
@@ -78,11 +96,14 @@ def write_shard(
     with open(dest, "wb") as file:
         kept = iter(ranges)
         for read_start, read_end in coalesce(ranges, HOLE_BYTES, READ_LIMIT_BYTES):
-            view = memoryview(data.read_range(shard.file, read_start, read_end, timeout=timeout))
+            view = memoryview(read(read_start, read_end))
             end = read_start
             while end < read_end:  # the ranges this read covers, back to back; the gaps between them dropped
                 start, end = next(kept)
                 written += file.write(view[start - read_start : end - read_start])
+        if not checked:  # a kept footer and no column chunk to read: check the file on its own
+            info = data.object_info(shard.file, timeout=timeout)
+            check_unchanged(shard, info.size, info.identity, where=shard.file)
         written += file.write(footer)
     return written
 

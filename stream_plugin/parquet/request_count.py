@@ -1,10 +1,11 @@
 """How many requests one download of a Parquet shard makes: the rule ``write_shard`` follows and the
 simulator counts.
 
-A download checks the file's size and identity (one HEAD), fetches the footer unless its process kept
-it from an earlier shard of the file (``FooterCache``), and reads the shard's column chunks: ranges at
-most ``HOLE_BYTES`` apart share one read of at most ``READ_LIMIT_BYTES`` (``layout.coalesce``,
-pyarrow's defaults). A shard of all columns is one run of bytes, hence one read.
+A download checks the file's size and identity (one HEAD, or none where the store's ranged GET
+answers them: S3's), fetches the footer unless its process kept it from an earlier shard of the file
+(``FooterCache``), and reads the shard's column chunks: ranges at most ``HOLE_BYTES`` apart share one
+read of at most ``READ_LIMIT_BYTES`` (``layout.coalesce``, pyarrow's defaults). A shard of all columns
+is one run of bytes, hence one read.
 """
 
 from __future__ import annotations
@@ -15,11 +16,22 @@ from stream_plugin.parquet.layout import coalesce
 HOLE_BYTES = 8 * 1024  # pyarrow's CacheOptions.hole_size_limit: a gap this small is cheaper read than asked for
 READ_LIMIT_BYTES = 32 * 1024 * 1024  # pyarrow's CacheOptions.range_size_limit: no coalesced read longer
 _MAGIC_BYTES = 4  # a Parquet file's first row group starts after b"PAR1"
+# The schemes whose store answers a ranged GET with the object's size and identity
+# (``read_range_and_info``; tests/parquet/test_requests_per_shard.py checks this list against the stores).
+CHECKED_ON_READ_SCHEMES = frozenset({"s3"})
 
 
-def download_requests(reads: int, *, footer_kept: bool) -> int:
-    """The requests of one download: the identity check, the footer unless kept, and ``reads``."""
-    return 1 + (0 if footer_kept else 1) + reads
+def download_requests(reads: int, *, footer_kept: bool, checked_on_read: bool = False) -> int:
+    """The requests of one download: the footer unless kept, ``reads``, and the identity check (a HEAD,
+    unless the store answers it on the first of those GETs)."""
+    gets = (0 if footer_kept else 1) + reads
+    return gets + (0 if checked_on_read and gets else 1)
+
+
+def checked_on_read(url: str) -> bool:
+    """Whether the store of ``url`` answers a ranged GET with the object's size and identity."""
+    scheme, found, _ = url.partition("://")
+    return bool(found) and scheme.lower() in CHECKED_ON_READ_SCHEMES
 
 
 def index_ranges(shard: ParquetShard) -> list[tuple[int, int]]:
@@ -46,12 +58,21 @@ def index_ranges(shard: ParquetShard) -> list[tuple[int, int]]:
     return ranges
 
 
-def index_requests(shard: ParquetShard) -> int:
-    """The requests of one download of ``shard`` counted from the index, as the first shard of its file
-    that its process downloads (the footer fetched): an upper bound, met at start-up, when a node's
-    first shards are seldom of one file."""
+def index_requests(shard: ParquetShard, location: str) -> int:
+    """The requests of one download of ``shard`` counted from the index (at ``location``, where the data
+    is unless the shard names its source), as the first shard of its file that its process downloads
+    (the footer fetched): an upper bound, met at start-up, when a node's first shards are seldom of one
+    file."""
     reads = coalesce(index_ranges(shard), HOLE_BYTES, READ_LIMIT_BYTES)
-    return download_requests(len(reads), footer_kept=False)
+    return download_requests(len(reads), footer_kept=False, checked_on_read=checked_on_read(shard.source or location))
 
 
-__all__ = ["HOLE_BYTES", "READ_LIMIT_BYTES", "download_requests", "index_ranges", "index_requests"]
+__all__ = [
+    "CHECKED_ON_READ_SCHEMES",
+    "HOLE_BYTES",
+    "READ_LIMIT_BYTES",
+    "checked_on_read",
+    "download_requests",
+    "index_ranges",
+    "index_requests",
+]

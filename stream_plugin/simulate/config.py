@@ -387,14 +387,14 @@ def read_streams(arguments: Mapping[str, Any]) -> list[StreamIndex]:
     return indexes
 
 
-def _requests(entry: ShardEntry) -> int:
+def _requests(entry: ShardEntry, location: str) -> int:
     """The requests one download of the shard makes: a GET per file of an MDS shard; a Parquet shard's
     as ``parquet.request_count`` counts them (its identity check, footer and coalesced reads)."""
     if entry.format == "parquet":
         from stream_plugin.parquet.entries import parquet_shard
         from stream_plugin.parquet.request_count import index_requests
 
-        return index_requests(parquet_shard(entry))
+        return index_requests(parquet_shard(entry), location)
     return len(entry.file_pairs())
 
 
@@ -413,7 +413,9 @@ def workload_of_streams(
             [sum(raw.bytes for raw, _ in entry.file_pairs()) for entry, _ in entries], np.int64
         ),
         footprint=np.array([footprint(entry, keep_zip=keep) for entry, keep in entries], np.int64),
-        requests_per_shard=np.array([_requests(entry) for entry, _ in entries], np.int64),
+        requests_per_shard=np.array(
+            [_requests(entry, index.location) for index in indexes for entry in index.entries], np.int64
+        ),
         shards_per_stream=tuple(len(index.entries) for index in indexes),
         config=config,
         index_bytes=tuple(index.index_bytes for index in indexes) if all(i.index_bytes for i in indexes) else (),

@@ -9,6 +9,7 @@ and its subclass ``ThrottledError`` (the store's rate limit) is waited out witho
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -59,8 +60,8 @@ class ObjectStore(Protocol):
 
     Optional, outside the protocol: ``delete(key)``, which a writer needs to overwrite a remote
     dataset (``exist_ok=True``): its old index.json is deleted before the first new shard. And the
-    ranged reads of :class:`RangedStore` (``object_info``, ``read_range``), which Parquet datasets need:
-    a shard of one is a byte range of a file.
+    ranged reads of :class:`RangedStore` (``object_info``, ``read_range``, and optionally
+    ``read_range_and_info``), which Parquet datasets need: a shard of one is a byte range of a file.
     """
 
     url: str
@@ -120,6 +121,17 @@ class RangedStore(Protocol):
         ``0 <= start <= end <= size`` is the caller's duty; an empty range returns ``b""`` with no request.
         """
         ...
+
+
+def range_and_info_reader(store: RangedStore) -> Callable[..., tuple[bytes, ObjectInfo]] | None:
+    """The store's ``read_range_and_info(key, start, end, *, timeout)``, or None where it has none.
+
+    Optional, outside ``RangedStore``: a store whose ranged GET also answers the object's size and
+    identity (S3's ``Content-Range`` and ETag) offers it, so that a reader that must check an object
+    before trusting its bytes (a Parquet shard) needs no HEAD. Without it: ``object_info``, then reads.
+    """
+    found = getattr(store, "read_range_and_info", None)
+    return found if callable(found) else None
 
 
 def ranged(store: object, url: str) -> RangedStore:

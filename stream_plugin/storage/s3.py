@@ -424,6 +424,21 @@ class S3Store:
         """Bytes ``[start, end)`` of the object (one GET with ``Range``); another length is transient."""
         if end <= start:
             return b""
+        return self._get_range(key, start, end, timeout)[0]
+
+    def read_range_and_info(
+        self, key: str, start: int, end: int, *, timeout: float | None = None
+    ) -> tuple[bytes, ObjectInfo]:
+        """Bytes ``[start, end)`` and ``object_info``'s answer from the same GET (its ``Content-Range``
+        total and the ETag, last-modified time and version id a HEAD gives): no HEAD of its own."""
+        assert start < end, "an empty range makes no request; the caller asks object_info instead"
+        data, response = self._get_range(key, start, end, timeout)
+        total = str(response.get("ContentRange") or "").rpartition("/")[2]
+        if not total.isdigit():
+            return data, self.object_info(key, timeout=timeout)  # no object size in the answer: ask for it
+        return data, ObjectInfo(int(total), head_identity(response))
+
+    def _get_range(self, key: str, start: int, end: int, timeout: float | None) -> tuple[bytes, Mapping[str, Any]]:
         full_key = self.full_key(key)
         with self._mapped_errors(full_key, "read"):
             response = self.client(timeout).get_object(
@@ -431,7 +446,7 @@ class S3Store:
             )
             data: bytes = response["Body"].read()
         check_complete(f"{self._describe(full_key)} [{start}, {end})", end - start, len(data))
-        return data
+        return data, response
 
     def delete(self, key: str) -> None:
         """Remove the object; a missing object is not an error (S3 semantics)."""

@@ -35,15 +35,22 @@ def _shard(columns: tuple[str, ...] | None, groups: int = 4) -> ParquetShard:
 
 def test_the_index_places_a_shard_of_all_columns_as_one_run() -> None:
     assert index_ranges(_shard(None)) == [(4, 4 + 98_700 * 4)]
-    assert index_requests(_shard(None)) == 3  # the identity check, the footer, one read
+    assert index_requests(_shard(None), "gs://bucket/data") == 3  # a HEAD, the footer, one read
+    assert index_requests(_shard(None), "s3://bucket/data") == 2  # the footer's GET answers the HEAD's question
 
 
 def test_the_index_places_some_columns_in_each_row_group_in_schema_order() -> None:
     ranges = index_ranges(_shard(("id", "score"), groups=2))
     assert ranges == [(4, 4004), (4504, 8504), (4 + 98_700, 4004 + 98_700), (4504 + 98_700, 8504 + 98_700)]
     # 'label' (500 bytes) between them is read and dropped; 'text' (90,000) is not: one read a row group
-    assert index_requests(_shard(("id", "score"), groups=2)) == download_requests(2, footer_kept=False) == 4
+    assert index_requests(_shard(("id", "score"), groups=2), "/data") == download_requests(2, footer_kept=False) == 4
 
 
 def test_a_kept_footer_saves_one_request() -> None:
     assert download_requests(3, footer_kept=False) - download_requests(3, footer_kept=True) == 1
+
+
+def test_a_store_that_answers_size_and_identity_on_a_get_needs_no_head() -> None:
+    assert download_requests(1, footer_kept=True, checked_on_read=True) == 1
+    assert download_requests(1, footer_kept=False, checked_on_read=True) == 2
+    assert download_requests(0, footer_kept=True, checked_on_read=True) == 1  # nothing to read: a HEAD

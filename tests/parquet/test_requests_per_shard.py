@@ -25,6 +25,7 @@ from stream_plugin.parquet.download import ParquetShardStore
 from stream_plugin.parquet.entries import ReadView, parquet_shard
 from stream_plugin.parquet.layout import coalesce, leaves_per_column, shard_ranges
 from stream_plugin.parquet.request_count import (
+    CHECKED_ON_READ_SCHEMES,
     HOLE_BYTES,
     READ_LIMIT_BYTES,
     download_requests,
@@ -162,7 +163,7 @@ def test_the_simulators_count_is_a_first_downloads_requests(
     view = ReadView(columns=columns, local=None)
     entries = [view.entry(entry) for entry in parse_index((folder / "index.json").read_bytes(), source="index")]
     requests = _download_each_shard(served, columns, tmp_path)
-    counted = [index_requests(parquet_shard(entry)) for entry in entries]
+    counted = [index_requests(parquet_shard(entry), served[1]) for entry in entries]
     assert counted == [len(requests[0])] * GROUPS  # each counted as its file's first (the footer fetched)
     assert [len(shard) for shard in requests[1:]] == [counted[0] - 1] * (GROUPS - 1)
     assert download_requests(counted[0] - 2, footer_kept=True) == len(requests[1])
@@ -186,3 +187,12 @@ def test_the_simulator_counts_a_parquet_shards_requests_by_the_same_rule(
 
     workload = load_workload(str(served[0]), {"batch_size": 4})
     assert workload.requests_per_shard.tolist() == [download_requests(1, footer_kept=False)] * GROUPS == [3] * GROUPS
+
+
+def test_the_schemes_checked_on_read_are_the_stores_that_answer_it() -> None:
+    from stream_plugin.storage.registry import BUILTIN_BACKENDS
+
+    for scheme, backend in BUILTIN_BACKENDS.items():
+        factory = backend.load(scheme)
+        answers = isinstance(factory, type) and hasattr(factory, "read_range_and_info")
+        assert answers == (scheme in CHECKED_ON_READ_SCHEMES), scheme
