@@ -19,18 +19,19 @@ from __future__ import annotations
 import math
 import threading
 import time
+from numbers import Real
 
 from stream_plugin.errors import ConfigError, ConfigTypeError
 
 
 def check_start_stagger(seconds: object) -> float:
     """``seconds`` as a float of seconds >= 0, or a ``ConfigError`` that says the fix."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+    if isinstance(seconds, bool) or not isinstance(seconds, Real):
         raise ConfigTypeError(
             f"start_stagger: expected a number of seconds >= 0, found {type(seconds).__name__} {seconds!r:.80}; "
             "pass e.g. start_stagger=10.0 (0, the default, starts every node at once)"
         )
-    if not math.isfinite(seconds) or seconds < 0:
+    if not math.isfinite(float(seconds)) or seconds < 0:
         raise ConfigError(
             f"start_stagger: expected a number of seconds >= 0, found {seconds!r}; pass e.g. "
             "start_stagger=10.0 (0, the default, starts every node at once)"

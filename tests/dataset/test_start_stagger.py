@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support.ranks import launch_ranks
 from support.sim_runs import RANK_SCRIPT, REPO, write_dataset
@@ -52,6 +53,7 @@ def test_the_stagger_defaults_to_zero_and_keeps_seconds_as_a_float() -> None:
     assert DatasetConfig().start_stagger == 0.0
     assert DatasetConfig(start_stagger=3).start_stagger == 3.0
     assert check_start_stagger(0) == 0.0
+    assert check_start_stagger(np.float32(2.5)) == 2.5 and type(check_start_stagger(np.int64(2))) is float
 
 
 def test_the_stagger_does_not_shape_the_order() -> None:
