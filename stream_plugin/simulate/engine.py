@@ -316,8 +316,7 @@ class _Run:
         """When ``node`` reads ``shard`` next from ``step`` on, by the cache's rule (``span_next_use``) over
         the window the cache ranks in (the reach ahead): ``step + reach`` for a shard read by then,
         ``NEVER`` when not read again."""
-        first, last = node.spans_of[shard]
-        return int(span_next_use(first, last, step, step + self.reach).min())
+        return int(self._next_uses(node, np.array([shard], np.int64), step)[0])
 
     # ------------------------------------------------------------------ the store and the links
     def _push(self, time: float, kind: int, target: int, version: int = 0) -> None:
@@ -585,13 +584,20 @@ class _Run:
         cache does: a download ahead under Belady evicts nothing while its shard is read beyond the
         reach, and nothing at all unless the shards it may evict make the room. The evicted shards'
         released demands not yet read download them again when read. With ``loose`` (a shard needed now
-        that finds no room otherwise), shards read earlier in this visit may go too (``_victims``)."""
+        that finds no room otherwise), shards read earlier in this visit may go too (``_candidates``)."""
         assert self.limit is not None
         need = int(self.workload.footprint[shard])
         if need > self.limit:
             raise ConfigError(
                 f"cache_limit: expected at least one shard's {need} bytes, found {self.limit}; raise cache_limit"
             )
+        found: list[tuple[np.ndarray, np.ndarray]] = []  # the unpinned placed shards, found once
+
+        def unpinned() -> tuple[np.ndarray, np.ndarray]:
+            if not found:
+                found.append(self._candidates(node, step, time, read_upto, loose))
+            return found[0]
+
         # A download ahead keeps the shards read before its own, as the cache's NodeFuture ranks them.
         ahead = None
         keep_before = self.next_use(node, shard, step) if needed_at > step and self.policy == "belady" else None
@@ -600,14 +606,15 @@ class _Run:
                 keep_before,
                 within_reach=keep_before - step <= self.reach,
                 missing_before=lambda: self.missing_before(node, step, keep_before),
-                idle_at_least=lambda wanted: self._idle_bytes(node, step, time, read_upto) >= wanted,
+                idle_at_least=lambda wanted: int(self.workload.footprint[unpinned()[0]].sum()) >= wanted,
             )
         excess = room_to_make(need, node.usage, self.limit, ahead)
         if excess is None:
             return False  # a download ahead waits (the cache's rule)
         if excess <= 0:
             return True
-        victims = self._victims(node, keep_before, step, time, read_upto, loose)
+        candidates, next_uses = unpinned()
+        victims = candidates[eviction_order(self.policy, len(candidates), next_uses, keep_before)].tolist()
         sizes = [int(self.workload.footprint[victim]) for victim in victims]
         count = victims_to_free(excess, sizes, all_or_nothing=ahead is not None)
         for victim, size in zip(victims[:count], sizes[:count], strict=True):
@@ -620,43 +627,54 @@ class _Run:
             excess -= size
         return excess <= 0
 
-    def _idle_bytes(self, node: _Node, step: int, time: float, read_upto: int) -> int:
-        """Bytes of ``node``'s placed shards that no reader pins: what a download on demand may evict."""
-        idle = self._victims(node, None, step, time, read_upto)
-        return sum(int(self.workload.footprint[shard]) for shard in idle)
-
-    def _victims(
-        self, node: _Node, keep_before: int | None, step: int, time: float, read_upto: int, loose: bool = False
-    ) -> list[int]:
-        """The placed shards no reader pins, in the order the policy evicts them
-        (``cache.eviction.eviction_order``, the cache's own rule, by the next uses the cache's
-        ``NodeFuture`` gives: ``next_use``, and the latest read for least recently used).
+    def _candidates(
+        self, node: _Node, step: int, time: float, read_upto: int, loose: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The placed shards no reader pins, least recently used first, and their next uses (int64 (k,)
+        each): what the cache's rule (``eviction_order``) orders, by the next uses the cache's
+        ``NodeFuture`` gives (``next_use``) and the latest read for least recently used.
 
         A shard in flight is not a candidate, nor one a reader pins: a visit covering ``step`` read
         before demand ``read_upto`` (its reader keeps it open to the visit's end; the node's demands
         are read in order), or one a reader asked for on demand (it holds the shard from the download
         on). A visit not yet read pins nothing, as in the cache: a download ahead waits to be read
         unpinned. With ``loose``, only the second kind pins."""
-        candidates: list[tuple[tuple[int, int], int, int]] = []  # (last use, next use, shard)
-        for held, download in node.holding.items():
-            item = self.downloads[download]
-            if item.ready > time:
-                continue  # in flight
-            uses = node.uses_of[held]
-            read = uses[uses < node.resolved]
-            covering = uses[(node.first[uses] <= step) & (node.last[uses] >= step)]
-            claimed = covering[(covering >= node.resolved) & node.claimed[covering]]
-            if len(claimed) or (not loose and bool((covering < read_upto).any())):
-                continue  # pinned
-            # As the cache's LRU clock: the later of its placement and its latest read (the step, then
-            # the read's place in the node's order).
-            latest = int(read.max()) if len(read) else -1
-            last_use = max((min(int(node.last[latest]), step), latest) if len(read) else (-1, -1), (item.placed_step, -1))
-            candidates.append((last_use, self.next_use(node, held, step), held))
-        candidates.sort(key=lambda candidate: candidate[0])  # least recently used first
-        next_uses = np.array([next_use for _, next_use, _ in candidates], np.int64)
-        order = eviction_order(self.policy, len(candidates), next_uses, keep_before)
-        return [candidates[index][2] for index in order.tolist()]
+        placed = [(held, self.downloads[download]) for held, download in node.holding.items()]
+        placed = [(held, item) for held, item in placed if item.ready <= time]  # not in flight
+        if not placed:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        shards = np.array([held for held, _ in placed], np.int64)  # (c,), in the holding's order
+        placed_step = np.array([item.placed_step for _, item in placed], np.int64)  # (c,)
+        groups = [node.uses_of[held] for held, _ in placed]
+        uses = np.concatenate(groups)  # (u,): each candidate's demands, in demand order
+        owner = np.repeat(np.arange(len(placed)), [len(group) for group in groups])  # (u,)
+        covering = (node.first[uses] <= step) & (node.last[uses] >= step)  # (u,)
+        pins = covering & (uses >= node.resolved) & node.claimed[uses]  # asked for on demand
+        if not loose:
+            pins |= covering & (uses < read_upto)  # read in its current visit
+        free = np.bincount(owner[pins], minlength=len(placed)) == 0  # (c,)
+        # As the cache's LRU clock: the later of its placement and its latest read (the step, then the
+        # read's place in the node's order).
+        read = uses < node.resolved
+        latest = np.full(len(placed), -1, np.int64)
+        np.maximum.at(latest, owner[read], uses[read])
+        was_read = latest >= 0
+        read_step = np.where(was_read, np.minimum(node.last[latest], step), -1)
+        later_placed = placed_step > read_step
+        age = (np.where(later_placed, placed_step, read_step), np.where(later_placed | ~was_read, -1, latest))
+        lru = np.lexsort((age[1][free], age[0][free]))  # least recently used first, stable
+        candidates = shards[free][lru]  # (k,)
+        return candidates, self._next_uses(node, candidates, step)
+
+    def _next_uses(self, node: _Node, shards: np.ndarray, step: int) -> np.ndarray:
+        """``next_use`` of each of ``shards`` (int64 (k,)) at once: the cache's rule over all their spans."""
+        if not len(shards):
+            return np.zeros(0, np.int64)
+        spans = [node.spans_of[int(shard)] for shard in shards]
+        first = np.concatenate([span[0] for span in spans])
+        last = np.concatenate([span[1] for span in spans])
+        starts = np.cumsum([0] + [len(span[0]) for span in spans[:-1]])
+        return np.minimum.reduceat(span_next_use(first, last, step, step + self.reach), starts)
 
 
 def simulate(workload: Workload, hardware: Hardware) -> Simulation:
