@@ -55,7 +55,7 @@ class Workload:
     stored_bytes: np.ndarray  # bytes a node downloads for each shard (compressed files where compressed)
     raw_bytes: np.ndarray  # bytes of each shard once decompressed (= stored_bytes when not compressed)
     footprint: np.ndarray  # bytes each shard occupies in the node's cache once placed
-    requests_per_shard: np.ndarray  # GET requests one download of the shard makes (one per file)
+    requests_per_shard: np.ndarray  # requests one download of the shard makes (one GET per MDS file; a Parquet shard: parquet.request_count)
     shards_per_stream: tuple[int, ...]
     config: DatasetConfig  # batch_size (per device) must be set
     weights: tuple[StreamWeight, ...] = ()  # one per stream; () means no stream sets a weight
