@@ -85,8 +85,10 @@ class ShardFetcher:
             except BaseException:
                 remove_temporaries(self._local, entry)
                 raise
-            self._place(staged)
+            # Counted before it is placed: a reader may see the shard, finish and read the statistics
+            # before this thread runs again (the bytes came from the remote either way).
             self._stats.record_download(staged.downloaded)
+            self._place(staged)
             return
 
     def stage(self, entry: ShardEntry) -> StagedShard:
