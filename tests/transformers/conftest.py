@@ -29,5 +29,5 @@ def hf_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def hf_reference(hf_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Reference:
     config = train_config(hf_data, tmp_path_factory.mktemp("hf-reference"))
     run = run_ranks(config, world=2)
-    assert run.codes == [0, 0], run.outputs
+    assert run.codes == [0, 0], "\n".join(f"rank {rank}:\n{output[-6000:]}" for rank, output in enumerate(run.outputs))
     return Reference(config=config, run=run)

@@ -38,6 +38,7 @@ def run_ranks(config: dict[str, Any], *, world: int, timeout: float = 240) -> Ru
             "OMP_NUM_THREADS": "1",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_VERBOSITY": "error",
+            "PYTHONFAULTHANDLER": "1",  # a native abort prints every thread's Python stack to stderr
         }
         processes.append(
             subprocess.Popen(
