@@ -108,7 +108,7 @@ def iter_rank_batches(
         )
     layout = epoch_layout(shape, chosen_per_stream, config, epoch)
     share = _RankShare.of(layout, config, consumed, global_batch_size, topology, drop_last)
-    if share is None and shard_ids:  # the rare path below, its ids mapped to their shards
+    if share is None:  # re-cut batches: the rare path plans the whole epoch anyway
         ids = plan_rank_batches(
             shape,
             chosen_per_stream,
@@ -120,20 +120,9 @@ def iter_rank_batches(
             drop_last=drop_last,
             piece_samples=piece_samples,
         ).flat()
-        return iter([np.searchsorted(shape.shard_offsets, ids, side="right") - 1])
-    if share is None:  # re-cut batches: the rare path plans the whole epoch anyway
-        whole = plan_rank_batches(
-            shape,
-            chosen_per_stream,
-            config,
-            epoch,
-            consumed=consumed,
-            global_batch_size=global_batch_size,
-            topology=topology,
-            drop_last=drop_last,
-            piece_samples=piece_samples,
-        )
-        return iter([whole.flat()])
+        if shard_ids:  # its ids mapped to their shards
+            ids = np.searchsorted(shape.shard_offsets, ids, side="right") - 1
+        return iter([ids])
     if shard_ids:
         layout = layout.as_shard_ids()
     return _pieces(layout, config, int(epoch), share, topology, piece_samples, first_samples)
