@@ -3,6 +3,11 @@
 The loader gives the cache the node's future (``expect``: when each shard is read, in node time) and
 moves this process along it (``advance``). Eviction asks it when each shard is read next, and whether
 a download ahead is near enough to evict for (``within_reach``).
+
+Where the node's readers tell one another their times (``reader_clocks``), the node's "now" is the
+earliest reader's: a shard some reader of the node still reads is in use, whichever process evicts.
+Otherwise it is this process's clock, which runs behind its reads by the other workers' lag, with the
+reach ahead as the window the node may be in.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from stream_plugin.cache.future import NEVER, NodeFuture
+from stream_plugin.cache.reader_clocks import ReaderClocks
 from stream_plugin.format.index import ShardEntry
 
 
@@ -22,25 +28,46 @@ class BeladyClock:
         self._future: tuple[NodeFuture, Mapping[str, int]] | None = None
         self._now = 0
         self._reach = NEVER
+        self._readers: ReaderClocks | None = None
 
-    def expect(self, future: NodeFuture | None, shard_of: Mapping[str, int], *, reach: int = NEVER) -> None:
+    def expect(
+        self,
+        future: NodeFuture | None,
+        shard_of: Mapping[str, int],
+        *,
+        reach: int = NEVER,
+        readers: ReaderClocks | None = None,
+    ) -> None:
         """Follow ``future`` from now on (``shard_of``: a shard's raw basename -> its column in it); None
-        forgets it. A download ahead evicts only for a shard read within ``reach`` of now."""
+        forgets it. A download ahead evicts only for a shard read within ``reach`` of now. ``readers``:
+        the node's shared clocks, where this process tells its time and finds the earliest reader's."""
         self._future = None if future is None else (future, shard_of)
         self._reach = reach
+        self._readers = readers
 
     def advance(self, now: int) -> None:
         """This process's time on the node's clock (the times of ``expect``'s future)."""
         self._now = now
+        if self._readers is not None:
+            self._readers.publish(now + self._readers.place.lag)
+
+    def leave(self) -> None:
+        """This process stopped reading for now: the node's earliest reader is another one."""
+        if self._readers is not None:
+            self._readers.leave()
 
     def next_uses(self, entries: Sequence[ShardEntry], at: int | None = None) -> np.ndarray | None:
         """When the node reads each shard next (node time; ``NEVER``: not in the known future); None
         while no future is known.
 
-        Seen from this process's clock, a shard read anywhere in the window the node may be in counts
-        as in use. ``at`` (a later node time, such as a shard's ``read_times``): seen from there
+        Seen from the node's earliest reader (``reader_clocks``), or, where the node's readers do not
+        share their times, from this process's clock, where a shard read anywhere in the window the node
+        may be in counts as in use. ``at`` (a later node time, such as a shard's ``read_times``): seen from there
         instead; a shard whose reads are over by then counts by its next pass."""
         if at is None:
+            earliest = None if self._readers is None else self._readers.earliest()
+            if earliest is not None:
+                return self._uses(entries, earliest, None)
             return self._uses(entries, self._now, self._now + self._window())
         return self._uses(entries, max(at, self._now), None)
 

@@ -87,6 +87,11 @@ class ControlFolder:
         return self.root / "reserved"
 
     @property
+    def reader_clocks(self) -> Path:
+        """Folder of the node's shared reader clocks (``reader_clocks.py``), one file per reader count."""
+        return self.root / "clocks"
+
+    @property
     def eviction_lock(self) -> Path:
         """Node-wide lock around cache usage accounting and eviction."""
         return self.root / "evict.lock"

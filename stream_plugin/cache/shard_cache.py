@@ -36,6 +36,7 @@ from stream_plugin.cache.future import NEVER, NodeFuture
 from stream_plugin.cache.index_store import OpenedIndex
 from stream_plugin.cache.known_shards import KnownShards
 from stream_plugin.cache.locks import ControlFolder, locked, touch
+from stream_plugin.cache.reader_clocks import ReaderClocks, ReaderPlace
 from stream_plugin.cache.remote_index import RemoteIndex
 from stream_plugin.cache.shard_download import ShardFetcher
 from stream_plugin.cache.shard_files import is_present, remove_temporaries
@@ -91,6 +92,7 @@ class ShardCache:
         )
         self._verified: set[str] = set()  # shards whose validate_hash digest this process checked
         self._clock = BeladyClock()
+        self._reader_clocks: ReaderClocks | None = None
         self._eviction = StreamEviction(
             config, self._control, self._record, self._shards, self._clock, has_remote=self._remote is not None
         )
@@ -159,14 +161,31 @@ class ShardCache:
         """Whether eviction here ranks shards by the node's future: a cache_limit, a remote, "belady"."""
         return self._eviction.follows_future
 
-    def expect(self, future: NodeFuture | None, shard_of: Mapping[str, int], *, reach: int = NEVER) -> None:
+    def expect(
+        self,
+        future: NodeFuture | None,
+        shard_of: Mapping[str, int],
+        *,
+        reach: int = NEVER,
+        place: ReaderPlace | None = None,
+    ) -> None:
         """Evict by ``future`` from now on: ``shard_of`` maps a shard's raw basename to its column in it.
 
         A download ahead evicts only for a shard read within ``reach`` of now (node time): the farther
         ahead, the less the farthest shard now is the one the offline optimum would evict then. None
-        forgets the future (eviction falls back to least recently used).
+        forgets the future (eviction falls back to least recently used). ``place``: this reader among the
+        node's, which share their times through this folder (``reader_clocks``).
         """
-        self._clock.expect(future, shard_of, reach=reach)
+        readers = None
+        if place is not None and future is not None:
+            if self._reader_clocks is None or self._reader_clocks.place != place:
+                self._reader_clocks = ReaderClocks(self._control.reader_clocks, place)
+            readers = self._reader_clocks
+        self._clock.expect(future, shard_of, reach=reach, readers=readers)
+
+    def leave_clock(self) -> None:
+        """This process stopped reading for now (``BeladyClock.leave``)."""
+        self._clock.leave()
 
     def advance_clock(self, now: int) -> None:
         """This process's time on the node's clock (the times of ``expect``'s future)."""

@@ -569,7 +569,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
             access.expect(None, reach=0)
             return None
         future, clock = forecast
-        access.expect(future, reach=clock.prefetch_reach)
+        access.expect(future, reach=clock.prefetch_reach, place=clock.reader_place)
         return clock
 
     def _node_forecaster(self, num_shards: int) -> NodeForecaster:

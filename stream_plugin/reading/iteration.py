@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 from operator import call
 from typing import Any
@@ -105,7 +106,13 @@ def sample_blocks(
                 begin = 1
             stop = start + stride
             if begin < len(shard_ids):
-                yield _block(access, reads, shard_ids[begin:stop], offsets[begin:stop], per_sample, begin)
+                # The node's clock learns the stride is read as its last sample is: a worker that waits
+                # for the trainer after its batch holds back no eviction of the shards it is done with.
+                done = None
+                if clock is not None:
+                    done = partial(access.advance_clock, clock(min(stop, len(shard_ids))))
+                    access.note_stride(shard_ids[begin:stop], begin, clock)
+                yield _block(access, reads, shard_ids[begin:stop], offsets[begin:stop], per_sample, begin, done)
 
 
 def _block(
@@ -115,6 +122,7 @@ def _block(
     offsets: np.ndarray,
     per_sample: PerSample | None,
     first: int,
+    done: Callable[[], None] | None = None,
 ) -> Iterable[Any]:
     """The samples of one stride (positions ``first ..`` of the pass). ``reads`` holds a read per shard
     of the dataset when every shard fits among the open readers (``_lazy_reads``), else is empty."""
@@ -131,10 +139,19 @@ def _block(
     else:
         lookup = _reader_read(access)
     offset_list = offsets.tolist()
+    looked_up: Iterable[Read] = map(lookup, shard_list)
+    if done is not None and shard_list:
+        looked_up = chain(map(lookup, shard_list[:-1]), _after(done, lookup, shard_list[-1]))
     if per_sample is None:
-        return map(call, map(lookup, shard_list), offset_list)
+        return map(call, looked_up, offset_list)
     sample_ids = per_sample.sample_ids[first : first + len(shard_list)].tolist()
-    return _fetch_each(per_sample, sample_ids, map(lookup, shard_list), offset_list)
+    return _fetch_each(per_sample, sample_ids, looked_up, offset_list)
+
+
+def _after(done: Callable[[], None], lookup: Callable[[int], Read], shard: int) -> Iterator[Read]:
+    """The read of a stride's last sample, once ``done()`` is told the stride is read."""
+    done()
+    yield lookup(shard)
 
 
 def _fetch_each(

@@ -26,6 +26,7 @@ from functools import partial
 import numpy as np
 
 from stream_plugin.cache.future import NodeFuture, read_spans, shifted
+from stream_plugin.cache.reader_clocks import ReaderPlace
 from stream_plugin.errors import ConfigError
 from stream_plugin.order.topology import Topology
 from stream_plugin.reading.cursor import IterationPlan
@@ -55,6 +56,15 @@ class NodeClock:
         """How far ahead (node time) a download ahead may evict: two batches of every worker, what a
         DataLoader keeps in flight, past the other workers' lag."""
         return 3 * self.num_workers * self.width
+
+    @property
+    def reader_place(self) -> ReaderPlace:
+        """This reader among the node's ranks x workers, and its clock's lag behind its reads (``time``)."""
+        return ReaderPlace(
+            readers=self.ranks * self.num_workers,
+            slot=self.slot * self.num_workers + self.worker,
+            lag=self.num_workers * self.width,
+        )
 
     def time(self, position: int) -> int:
         """The node's time when this reader is at ``position`` of its pass, less the other workers' lag."""

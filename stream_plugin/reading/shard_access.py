@@ -18,6 +18,7 @@ import numpy as np
 
 from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
 from stream_plugin.cache.future import NodeFuture
+from stream_plugin.cache.reader_clocks import ReaderPlace
 from stream_plugin.cache.start_stagger import StartGate
 from stream_plugin.format.index import ShardEntry
 from stream_plugin.format.read_options import DEFAULT_READ_OPTIONS, ReadOptions
@@ -90,6 +91,7 @@ class ShardAccess:
         self._read_options = read_options
         self.max_open = max_open
         self._open: OrderedDict[int, tuple[ShardReader, ExitStack]] = OrderedDict()
+        self._stride: tuple[np.ndarray, int, Callable[[int], int]] | None = None
         self._shard_ids: dict[int, dict[str, int]] = {}  # stream -> raw basename -> global shard id
 
     @property
@@ -115,12 +117,13 @@ class ShardAccess:
         """Whether some stream's cache evicts by the node's future (``eviction="belady"`` with a limit)."""
         return any(cache.follows_future for cache in self.caches)
 
-    def expect(self, future: NodeFuture | None, *, reach: int) -> None:
+    def expect(self, future: NodeFuture | None, *, reach: int, place: ReaderPlace | None = None) -> None:
         """Give every cache that evicts by the node's future this one (global shard ids); a download
-        ahead evicts only for a shard read within ``reach`` (``ShardCache.expect``)."""
+        ahead evicts only for a shard read within ``reach``; ``place``: this reader among the node's
+        (``ShardCache.expect``)."""
         for stream, cache in enumerate(self.caches):
             if cache.follows_future:
-                cache.expect(future, self._ids_of_stream(stream), reach=reach)
+                cache.expect(future, self._ids_of_stream(stream), reach=reach, place=place)
 
     def advance_clock(self, now: int) -> None:
         """This reader's time on the node's clock, for every cache that evicts by the future."""
@@ -142,6 +145,8 @@ class ShardAccess:
         if found is not None:
             self._open.move_to_end(shard_id)
             return found[0]
+        if self._stride is not None:
+            self._tell_clock_at(shard_id, *self._stride)
         stack = ExitStack()
         try:
             folder = stack.enter_context(self.cache_of(shard_id).reading(self._entries[shard_id]))
@@ -159,6 +164,19 @@ class ShardAccess:
         while len(self._open) > self.max_open:
             self._open.pop(self._reader_to_close(shard_id))[1].close()
         return reader
+
+    def note_stride(self, shard_ids: np.ndarray, first: int, clock: Callable[[int], int]) -> None:
+        """The stride being read: its shard ids, from position ``first`` of the piece, and the piece's
+        clock. Opening a reader for one of them moves the node's clock to that sample, so a process that
+        waits for its shard there tells the node's other readers how far it got (``reader_clocks``)."""
+        self._stride = (shard_ids, first, clock)
+
+    def _tell_clock_at(
+        self, shard_id: int, shard_ids: np.ndarray, first: int, clock: Callable[[int], int]
+    ) -> None:
+        at = np.flatnonzero(shard_ids == shard_id)  # (k,): only when a reader opens, not per sample
+        if len(at):
+            self.advance_clock(clock(first + int(at[0])))
 
     @property
     def protected_readers(self) -> int:
@@ -225,6 +243,10 @@ class ShardAccess:
             yield prefetcher
         finally:
             prefetcher.close()
+            if clock is not None:
+                self._stride = None
+                for cache in self.caches:
+                    cache.leave_clock()  # the node's earliest reader is another one now
 
     def close(self) -> None:
         while self._open:

@@ -75,3 +75,23 @@ def test_a_reader_done_before_the_next_shard_is_read_is_closed_so_eviction_can_t
     downloads = dataset.node_stats().bytes_downloaded // shard_bytes
     optimum = belady_misses(shards_read, capacity)
     assert optimum <= downloads <= 1.15 * optimum, (downloads, optimum)
+
+
+def test_two_workers_keep_the_shards_the_worker_behind_still_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 §3's egress case with 2 DataLoader workers, node 0 of 4: a cache of 6 shards (a quarter
+    of the node's share, the loader's floor), 6 epochs. The workers build adjacent batches at once; each
+    ranked shards from its own clock, so the worker ahead evicted shards the worker behind still read,
+    and they were fetched again: 153 downloads against the optimum's 122 (1.25x). The node's readers now
+    share their times (``cache/reader_clocks.py``), and eviction ranks from the earliest: 128 to 135."""
+    capacity = 6
+    dataset = _node_dataset(tmp_path, monkeypatch, nodes=4, shards_cached=capacity)
+    loader = StreamingDataLoader(dataset, batch_size=16, num_workers=2)
+    shards_read: list[int] = []
+    for _ in range(6):
+        shards_read += [int(i) // 50 for batch in loader for i in batch["id"].tolist()]
+    shard_bytes = max(path.stat().st_size for path in (tmp_path / "remote").glob("shard.*.mds"))
+    downloads = dataset.node_stats().bytes_downloaded // shard_bytes
+    optimum = belady_misses(shards_read, capacity)
+    assert optimum <= downloads <= 1.15 * optimum, (downloads, optimum)
