@@ -14,14 +14,14 @@ from the config, so that list is written once.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from stream_plugin.cache.future import EvictionPolicy, check_eviction
 from stream_plugin.cache.start_stagger import check_start_stagger
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
-from stream_plugin.format.read_options import ReadOptions, normalize_decode
+from stream_plugin.format.read_options import ReadOptions, normalize_decode, normalize_zero_copy
 from stream_plugin.order.batching import BATCHING_METHODS, BatchingMethod
 from stream_plugin.order.data_parallel import DataParallelLayout
 from stream_plugin.order.plan import OrderConfig
@@ -40,7 +40,7 @@ else:
     ShuffleAlgo = Literal[shuffle_choices()]
 
 _POSITIVE_OR_NONE = ("predownload", "num_canonical_nodes", "batch_size", "shuffle_block_size", "replication")
-_FLAGS = ("shuffle", "allow_unsafe_types", "zero_copy", "drop_last")
+_FLAGS = ("shuffle", "allow_unsafe_types", "drop_last")
 
 
 PARTITION_ALGOS = ("orig", "relaxed")  # MosaicML's; both give our one partitioning
@@ -91,7 +91,7 @@ class DatasetConfig:
     batching_method: BatchingMethod = "random"
     allow_unsafe_types: bool = False
     decode: str | Mapping[str, str] = "pil"  # image columns: format.image_decode.IMAGE_DECODES
-    zero_copy: bool = False
+    zero_copy: bool | Sequence[str] = False  # every bytes column, or these (format.read_options)
     replication: int | None = None
     start_stagger: float = 0.0  # seconds over which the nodes' first shard downloads spread (cache.start_stagger)
     drop_last: bool = False
@@ -117,6 +117,7 @@ class DatasetConfig:
         object.__setattr__(self, "start_stagger", check_start_stagger(self.start_stagger))
         if isinstance(self.decode, Mapping):  # a copy: the caller's dict may change later
             object.__setattr__(self, "decode", dict(self.decode))
+        object.__setattr__(self, "zero_copy", normalize_zero_copy(self.zero_copy))  # a list as a sorted tuple
         self.read_options  # noqa: B018 - checks decode and zero_copy
         _check_choice("shuffle_algo", self.shuffle_algo, shuffle_choices())
         _check_choice("batching_method", self.batching_method, BATCHING_METHODS)
@@ -160,7 +161,7 @@ class DatasetConfig:
     @property
     def read_options(self) -> ReadOptions:
         """What the shard readers hand out: images as PIL or tensors, ``bytes`` copied or as views."""
-        return ReadOptions(decode=normalize_decode(self.decode), zero_copy=self.zero_copy)
+        return ReadOptions(decode=normalize_decode(self.decode), zero_copy=normalize_zero_copy(self.zero_copy))
 
     @property
     def order_settings(self) -> OrderSettings:

@@ -125,8 +125,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
     And ``decode``, what image columns (``jpeg``, ``png`` and their lists) become: ``"pil"`` (default,
     MosaicML's) PIL images, ``"tensor"`` uint8 tensors of shape (C, H, W), decoded by torchvision where
     it is installed, else by Pillow (``format.image_decode``); or a dict of column -> choice. And
-    ``zero_copy``: ``bytes`` columns come back as read-only memoryviews of the shard's map, not copies
-    (each view keeps its shard's map alive; ``format.read_options`` and ``docs/reading.md``).
+    ``zero_copy``: ``bytes`` columns come back as read-only memoryviews of the shard's map, not copies;
+    ``True`` for every ``bytes`` column, or a list of the column names to view (each view keeps its
+    shard's map alive; ``format.read_options`` and ``docs/reading.md``).
 
     And ``start_stagger`` (seconds, default 0): node ``i`` of ``N`` holds each process's first shard
     downloads back ``i / N x start_stagger`` seconds after the process first asks for a shard, so that a
@@ -169,7 +170,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         batching_method: str = DEFAULTS.batching_method,
         allow_unsafe_types: bool = DEFAULTS.allow_unsafe_types,
         decode: str | Mapping[str, str] = DEFAULTS.decode,
-        zero_copy: bool = DEFAULTS.zero_copy,
+        zero_copy: bool | Sequence[str] = DEFAULTS.zero_copy,
         replication: int | None = DEFAULTS.replication,
         start_stagger: float = DEFAULTS.start_stagger,
         stream_name: str = DEFAULT_STREAM_NAME,

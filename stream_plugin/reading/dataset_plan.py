@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_plugin.format.read_options import check_decode_columns
+from stream_plugin.format.read_options import check_decode_columns, check_zero_copy_columns
 from stream_plugin.order.mixing import samples_per_stream, validate_weights
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.reading.epochs import EpochPlanner
@@ -84,6 +84,7 @@ def plan_dataset(
     check_readers_fit(opened, config.cache_limit, world, num_workers=0)
     shards = ShardTable.from_counts(opened.samples_per_shard_per_stream)
     check_decode_columns(config.read_options.decode, opened.representatives, source="StreamingDataset")
+    check_zero_copy_columns(config.read_options.zero_copy, opened.representatives, source="StreamingDataset")
     readers = ProcessShards(
         opened,
         shards,

@@ -17,10 +17,11 @@ import torch
 from PIL import Image
 
 from stream_plugin import MDSWriter, StreamingDataset
-from stream_plugin.errors import ConfigError
+from stream_plugin.errors import ConfigError, ConfigTypeError
 from stream_plugin.format.index import load_index
-from stream_plugin.format.read_options import ReadOptions
+from stream_plugin.format.read_options import ReadOptions, normalize_zero_copy
 from stream_plugin.format.reader import open_shard
+from stream_plugin.reading.config import DatasetConfig
 
 
 def _payload(index: int) -> bytes:
@@ -105,9 +106,45 @@ def test_a_view_outlives_the_dataset(tmp_path: Path) -> None:
     assert [bytes(view) for view in views] == [_payload(index) for index in range(len(views))]
 
 
-def test_zero_copy_must_be_a_bool(tmp_path: Path) -> None:
-    with pytest.raises(Exception, match=r"zero_copy: expected True or False, found str 'yes'"):
-        StreamingDataset(local=str(_write(tmp_path)), batch_size=4, zero_copy="yes")  # type: ignore[arg-type]
+def test_zero_copy_must_be_a_bool_or_a_list_of_columns(tmp_path: Path) -> None:
+    local = str(_write(tmp_path))
+    with pytest.raises(ConfigTypeError, match=r"zero_copy: expected True, False or a list of bytes column names, found str 'yes'"):
+        StreamingDataset(local=local, batch_size=4, zero_copy="yes")
+    with pytest.raises(ConfigTypeError, match=r"zero_copy: expected str column names, found int 3"):
+        StreamingDataset(local=local, batch_size=4, zero_copy=[3])  # type: ignore[list-item]
+
+
+def test_zero_copy_of_named_columns_views_only_those(tmp_path: Path) -> None:
+    columns = {"data": "bytes", "other": "bytes", "label": "int"}
+    with MDSWriter(out=str(tmp_path), columns=columns, size_limit=1 << 11) as writer:
+        for index in range(6):
+            writer.write({"data": _payload(index), "other": _payload(index + 10), "label": index})
+    samples = list(StreamingDataset(local=str(tmp_path), batch_size=2, zero_copy=["data"]))
+    assert [type(sample["data"]) for sample in samples] == [memoryview] * 6
+    assert [type(sample["other"]) for sample in samples] == [bytes] * 6
+    assert [bytes(sample["data"]) for sample in samples] == [_payload(index) for index in range(6)]
+    assert [sample["other"] for sample in samples] == [_payload(index + 10) for index in range(6)]
+
+
+def test_zero_copy_columns_are_normalized_to_a_sorted_tuple() -> None:
+    assert normalize_zero_copy(["b", "a", "b"]) == ("a", "b")
+    assert normalize_zero_copy([]) is False and normalize_zero_copy(True) is True
+    assert DatasetConfig(zero_copy=["b", "a"]).zero_copy == ("a", "b")
+    assert DatasetConfig(zero_copy=["b", "a"]).read_options == ReadOptions(zero_copy=("a", "b"))
+    with pytest.raises(ConfigError, match=r"ReadOptions.zero_copy: expected a normalized value, found \['a'\]"):
+        ReadOptions(zero_copy=["a"])  # type: ignore[arg-type]
+
+
+def test_zero_copy_refuses_a_column_the_dataset_lacks(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"zero_copy names column 'blob', expected one of the dataset's columns \['data', 'image', 'label', 'text'\]; fix the name"
+    ):
+        StreamingDataset(local=str(_write(tmp_path)), batch_size=4, zero_copy=["blob"])
+
+
+def test_zero_copy_refuses_a_column_that_is_not_bytes(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"zero_copy=\['text'\] expects a 'bytes' column .* found encoding 'str'; name a bytes column"):
+        StreamingDataset(local=str(_write(tmp_path)), batch_size=4, zero_copy=["data", "text"])
 
 
 def test_image_columns_read_with_zero_copy_still_decode(tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ class DatasetSpec:
     batching_method: BatchingMethod = _DEFAULTS.batching_method
     allow_unsafe_types: bool = _DEFAULTS.allow_unsafe_types
     decode: str | dict[str, str] = "pil"  # _DEFAULTS.decode, typed as YAML gives it
-    zero_copy: bool = _DEFAULTS.zero_copy
+    zero_copy: bool | list[str] = False  # _DEFAULTS.zero_copy; or the bytes columns to view
     replication: int | None = _DEFAULTS.replication
     start_stagger: float = _DEFAULTS.start_stagger  # seconds: spread the nodes' first shard downloads
     storage_options: dict[str, Any] | None = None
