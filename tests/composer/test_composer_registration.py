@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import catalogue
 import pytest
@@ -97,6 +97,25 @@ def test_unknown_dataset_keys_are_errors_that_name_them(tiny_data: Path, tmp_pat
         ConfigError, match=r"train_loader.dataset: expected keys among .* found unknown \['max_seq_length'\]"
     ):
         llm_foundry_build_dataloader(section, None, 4)
+
+
+def test_zero_copy_columns_come_from_the_yaml_section(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from stream_plugin import MDSWriter
+
+    data = tmp_path / "data"
+    with MDSWriter(out=str(data), columns={"payload": "bytes", "extra": "bytes", "id": "int"}) as writer:
+        for index in range(8):
+            writer.write({"payload": bytes([index]) * 5, "extra": bytes([index]), "id": index})
+    section = train_loader_section(data, tmp_path / "cache")
+    section["dataset"]["zero_copy"] = ["payload"]
+    yaml_section = cast(Any, OmegaConf.create(section))  # as llm-foundry hands it over: zero_copy a ListConfig
+    spec = llm_foundry_build_dataloader(yaml_section, None, 4)
+    assert spec.dataloader.dataset.config.zero_copy == ("payload",)
+    sample = spec.dataloader.dataset[3]
+    assert isinstance(sample["payload"], memoryview) and bytes(sample["payload"]) == b"\x03" * 5
+    assert sample["extra"] == b"\x03"
 
 
 def test_a_fractional_device_batch_size_is_an_error(tiny_data: Path, tmp_path: Path) -> None:

@@ -121,3 +121,26 @@ def test_a_bad_option_is_rejected_with_the_choices(
 
 def test_the_example_modules_are_not_left_on_the_path() -> None:
     assert str(EXAMPLE) not in sys.path
+
+
+def test_zero_copy_takes_a_list_of_columns_from_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    import train
+    from example_model import IdRecordingRegressor
+
+    cli = train.ResumingCLI(
+        IdRecordingRegressor,
+        run=False,
+        save_config_callback=None,
+        args=[
+            "--data=stream_plugin_lightning.StreamingDataModule",
+            "--data.global_batch_size=16",
+            '--data.train={"remote": "file:///data/a", "zero_copy": ["payload", "extra"]}',
+            '--data.val={"remote": "file:///data/b", "zero_copy": true}',
+        ],
+    )
+    datamodule = cli.datamodule
+    assert isinstance(datamodule, StreamingDataModule)
+    assert datamodule.specs["train"] == DatasetSpec(remote="file:///data/a", zero_copy=["payload", "extra"])
+    assert datamodule.specs["val"] == DatasetSpec(remote="file:///data/b", zero_copy=True)
