@@ -33,6 +33,7 @@ __all__ = [
     "TEXT_COLUMN_TYPES",
     "ColumnEncoding",
     "check_text_column_types",
+    "decode_pil",
     "decode_text_value",
     "encode_text_value",
     "encode_value",
@@ -41,6 +42,7 @@ __all__ = [
     "is_encoding",
     "keep_view",
     "pil_image_module",
+    "read_pil_header",
     "register_encoding",
     "with_image_decoder",
 ]
@@ -426,11 +428,18 @@ def _encode_pil(value: Any) -> bytes:
     return struct.pack("<III", width, height, len(mode)) + mode + image.tobytes()
 
 
-def _decode_pil(data: Buffer) -> PILImage.Image:
-    image_module = pil_image_module()
+def read_pil_header(data: Buffer) -> tuple[str, int, int, int]:
+    """The header of a stored ``pil`` value (MosaicML's layout): its Pillow mode, width, height, and the
+    offset of its raw pixels (``Image.tobytes()``, rows top to bottom) that follow the header."""
     width, height, mode_size = struct.unpack_from("<III", data)
     mode = str(data[12 : 12 + mode_size], "utf-8")
-    return image_module.frombytes(mode, (width, height), _to_bytes(data[12 + mode_size :]))
+    return mode, width, height, 12 + mode_size
+
+
+def decode_pil(data: Buffer) -> PILImage.Image:
+    """A stored ``pil`` value as the PIL image it was written from (MosaicML's decoder)."""
+    mode, width, height, offset = read_pil_header(data)
+    return pil_image_module().frombytes(mode, (width, height), _to_bytes(data[offset:]))
 
 
 def _encode_jpeg(value: Any) -> bytes:
@@ -542,10 +551,10 @@ def _builtin_encodings() -> dict[str, ColumnEncoding]:
         ColumnEncoding("str_float", _encode_str_float, _decode_str_float),
         ColumnEncoding("str_decimal", _encode_str_decimal, _decode_str_decimal),
         _ndarray_encoding("ndarray"),
-        ColumnEncoding("pil", _encode_pil, _decode_pil),
+        ColumnEncoding("pil", _encode_pil, decode_pil),
         ColumnEncoding("jpeg", _encode_jpeg, _decode_image_file),
         ColumnEncoding("png", _encode_png, _decode_image_file),
-        _list_encoding("list[pil]", _encode_pil, _decode_pil, reserved=True),
+        _list_encoding("list[pil]", _encode_pil, decode_pil, reserved=True),
         _list_encoding("list[jpeg]", _encode_jpeg, _decode_image_file, reserved=True),
         _list_encoding("list[png]", _encode_png, _decode_image_file, reserved=True),
         _list_encoding("jpeg_array", _encode_jpeg, _decode_image_file, reserved=False),

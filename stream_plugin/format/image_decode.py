@@ -8,6 +8,11 @@ MosaicML Streaming decodes ``jpeg`` and ``png`` columns to PIL images, and so do
 decoders may differ by a level or two where their IDCTs differ. Palette and 1-bit images come out as
 RGB (RGBA with transparency) and grayscale, as torchvision expands them.
 
+MosaicML's ``pil`` encoding stores no file but a header and the raw pixels (``encodings.read_pil_header``).
+``"tensor"`` reads the 8-bit modes (L, LA, RGB, RGBA) straight from those pixels into a tensor, without
+building a PIL image: the pixels of ``decode="pil"``'s image, exactly. Other modes go through the PIL
+image and are expanded as above (a palette image's palette is not stored, as in MosaicML).
+
 torch (and torchvision) are imported on the first decode only: the format package itself is torch-free.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 import functools
 import io
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
@@ -24,20 +30,21 @@ from stream_plugin.errors import FormatError, MissingDependencyError
 
 if TYPE_CHECKING:
     import torch
+    from PIL import Image as PILImage
 
 __all__ = [
     "IMAGE_DECODES",
     "TENSOR_DECODABLE",
+    "TENSOR_DECODERS",
     "ImageDecode",
     "decode_image_tensor",
     "decode_image_tensor_with_pil",
+    "decode_pil_tensor",
     "image_tensor_backend",
 ]
 
 ImageDecode = Literal["pil", "tensor"]
 IMAGE_DECODES: tuple[str, ...] = get_args(ImageDecode)  # the one list of the option's values
-# The encodings whose values "tensor" decodes (each item of the list encodings).
-TENSOR_DECODABLE: tuple[str, ...] = ("jpeg", "png", "list[jpeg]", "list[png]", "jpeg_array", "jpegarray")
 
 Buffer = bytes | memoryview
 
@@ -67,11 +74,37 @@ def decode_image_tensor(data: Buffer) -> torch.Tensor:
 
 def decode_image_tensor_with_pil(data: Buffer) -> torch.Tensor:
     """The same as ``decode_image_tensor`` through Pillow and numpy: what is used without torchvision."""
-    import torch
-
     from stream_plugin.format.encodings import pil_image_module
 
-    image = pil_image_module().open(io.BytesIO(data))
+    return _image_tensor(pil_image_module().open(io.BytesIO(data)))
+
+
+def decode_pil_tensor(data: Buffer) -> torch.Tensor:
+    """A stored ``pil`` value as a ``(C, H, W)`` uint8 tensor: 8-bit modes straight from the stored
+    pixels, without a PIL image; other modes through one, expanded as ``decode_image_tensor_with_pil``."""
+    import torch
+
+    from stream_plugin.format.encodings import decode_pil, read_pil_header
+
+    mode, width, height, offset = read_pil_header(data)
+    channels = _KEPT_MODES.get(mode)
+    if channels is None:
+        return _image_tensor(decode_pil(data))
+    expected = width * height * channels
+    if len(data) - offset != expected:
+        raise FormatError(
+            f"decode='tensor': expected {expected} bytes of pixels after the header of a {width}x{height} "
+            f"{mode} 'pil' value, found {len(data) - offset}; the value is damaged: rewrite the shard"
+        )
+    pixels = np.frombuffer(data, dtype=np.uint8, count=expected, offset=offset)  # (H * W * C,), the map's
+    pixels_hwc = pixels.reshape(height, width, channels)  # (H, W, C), rows top to bottom
+    return torch.from_numpy(pixels_hwc.transpose(2, 0, 1).copy())  # (C, H, W), writable, owns its memory
+
+
+def _image_tensor(image: PILImage.Image) -> torch.Tensor:
+    """A PIL image as a ``(C, H, W)`` uint8 tensor, palette, 1-bit and CMYK images expanded as torchvision does."""
+    import torch
+
     if image.mode in _EXPANDED_MODES:
         expanded = _EXPANDED_MODES[image.mode]
         if image.mode == "P" and "transparency" in image.info:
@@ -86,6 +119,15 @@ def decode_image_tensor_with_pil(data: Buffer) -> torch.Tensor:
         )
     pixels = np.asarray(image, dtype=np.uint8).reshape(image.height, image.width, channels)  # (H, W, C)
     return torch.from_numpy(pixels.transpose(2, 0, 1).copy())  # (C, H, W), writable and contiguous
+
+
+# The encodings whose values "tensor" decodes, and the decoder of each of their images (the list
+# encodings' items): files through the backend, MosaicML's raw pixels straight.
+TENSOR_DECODERS: dict[str, Callable[[Buffer], torch.Tensor]] = {
+    **dict.fromkeys(("jpeg", "png", "list[jpeg]", "list[png]", "jpeg_array", "jpegarray"), decode_image_tensor),
+    **dict.fromkeys(("pil", "list[pil]"), decode_pil_tensor),
+}
+TENSOR_DECODABLE: tuple[str, ...] = tuple(TENSOR_DECODERS)
 
 
 def image_tensor_backend() -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from stream_plugin.errors import ConfigError, ConfigTypeError
 from stream_plugin.format.encodings import ColumnEncoding, keep_view, with_image_decoder
-from stream_plugin.format.image_decode import IMAGE_DECODES, TENSOR_DECODABLE, decode_image_tensor
+from stream_plugin.format.image_decode import IMAGE_DECODES, TENSOR_DECODABLE, TENSOR_DECODERS
 from stream_plugin.format.index import ShardEntry
 
 __all__ = [
@@ -121,8 +121,8 @@ class ReadOptions:
     def _encoding(self, column: str, encoding: ColumnEncoding) -> ColumnEncoding:
         if encoding.decode is bytes and self.zero_copy_of(column):
             return ColumnEncoding(encoding.name, encoding.encode, keep_view)
-        if encoding.name in TENSOR_DECODABLE and self.decode_of(column) == "tensor":
-            return with_image_decoder(encoding, decode_image_tensor)
+        if encoding.name in TENSOR_DECODERS and self.decode_of(column) == "tensor":
+            return with_image_decoder(encoding, TENSOR_DECODERS[encoding.name])
         return encoding
 
 
