@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, default_collate, get_worker_info
+from torch.utils.data import DataLoader, get_worker_info
 
 from stream_plugin.collectives import distributed
 from stream_plugin.errors import ConfigError
@@ -22,30 +22,46 @@ from stream_plugin.reading.heap import settle_heap
 from stream_plugin.reading.layout_check import batch_digest, check_layout
 from stream_plugin.reading.passes import LoaderPass
 from stream_plugin.reading.torch_internals import make_iterator, stop_workers
-from stream_plugin.reading.transport import REGION_TENSOR_MAX_BYTES, PackedCollate
+from stream_plugin.reading.torch_internals.collate import collate_with_tensor_fn, stack_in_new_segment
+from stream_plugin.reading.transport import REGION_TENSOR_MAX_BYTES, PackedCollate, stack_in_region
 
 
 def collate_zero_copy(batch: list[Any]) -> Any:
-    """``default_collate`` without its warning about read-only arrays.
+    """``default_collate`` without its warning about read-only arrays, and with large tensors stacked
+    where the trip to the main process costs least.
 
     ``ndarray`` columns are zero-copy, read-only views of the shard; collate copies them when it
-    stacks the batch, so the warning PyTorch prints once per process is noise. A batch of plain tensors
-    (token blocks) is stacked at once, into ordinary memory also in a worker when it is at most
-    ``REGION_TENSOR_MAX_BYTES``: ``default_collate`` would stack it into a new shared-memory segment
-    there, which ``PackedCollate`` does not need for such a batch (it copies it into its region, or
-    inside the pickle). A larger one takes torch's segment, handed over without another copy.
+    stacks the batch, so the warning PyTorch prints once per process is noise. In a worker, each batch
+    of tensors (a column, or the whole batch of token blocks) is stacked:
+
+    - above ``REGION_TENSOR_MAX_BYTES``, into the batch's slot of the iterator's shared region where
+      the worker has one (``transport.stack_in_region``): the caller gets a view of it, no copy;
+      ``default_collate`` would stack it into a new shared-memory segment, whose fresh pages cost more
+      than the copy itself. Without a free slot, into that segment (handed over without another copy);
+    - up to that size, into ordinary memory: ``PackedCollate`` copies it into its region, or inside the
+      pickle.
     """
     first = batch[0]
-    if type(first) is torch.Tensor and (
-        get_worker_info() is None
-        or first.numel() * first.element_size() * len(batch) <= REGION_TENSOR_MAX_BYTES
-    ):
-        return torch.stack(batch)
+    if type(first) is torch.Tensor:
+        return _collate_tensors(batch)
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message="The given NumPy array is not writable", category=UserWarning
         )
-        return default_collate(batch)
+        return collate_with_tensor_fn(batch, _collate_tensors)
+
+
+def _collate_tensors(batch: list[torch.Tensor], *, collate_fn_map: Any = None) -> torch.Tensor:
+    """A batch of tensors stacked as ``collate_zero_copy`` says."""
+    if get_worker_info() is None:
+        return torch.stack(batch)
+    stacked = stack_in_region(batch)
+    if stacked is not None:
+        return stacked
+    first = batch[0]
+    if first.numel() * first.element_size() * len(batch) <= REGION_TENSOR_MAX_BYTES:
+        return torch.stack(batch)
+    return stack_in_new_segment(batch)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,13 @@ in a worker only, rewrites the batch just before it is pickled:
   (from ``REGION_TENSOR_BYTES`` to ``REGION_TENSOR_MAX_BYTES``: the worker copies it into its batch's
   slot, the main process copies it out), else by value inside the pickle when small, else by torch's
   own path;
+- a larger batch of tensors is stacked by the worker straight into its region slot
+  (``stack_in_region``, which ``loader.collate_zero_copy`` calls), and the main process hands out a
+  view of the slot: no copy on either side, and no new shared-memory segment per batch, whose fresh
+  pages cost more than the copy (a batch of 64 float images of 224 x 224: 0.57 ms per image into a new
+  segment, 0.05 ms into a slot used before). The slot is *lent*: it stays taken until the last tensor
+  viewing it is gone, so a caller may keep a batch as long as it likes; a worker whose slots are all
+  lent or in flight takes torch's path for that batch;
 - a list of ``bytes`` that is large in total (``SHARED_BYTES_MIN``) travels through shared memory:
   a slot of the iterator's ``SharedRegion`` where its workers were forked with one (the worker writes
   the items there and sends only their offsets, the batch marked as a ``RegionBatch``), else a shared
@@ -25,10 +32,12 @@ next batch (``stream_plugin.reading.heap``).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import multiprocessing
 import os
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +63,7 @@ REGION_SLOT_BYTES = 128 << 20  # the largest batch of bytes a region slot takes 
 
 _FREE = 0
 _BUSY = 1
+_packing: PackedCollate | None = None  # in a worker, the collate packing its batch now (see stack_in_region)
 _HEADER = 8  # byte 0 of a block says whether the main process still has to copy out of it
 
 
@@ -71,6 +81,25 @@ def _tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) 
     if not data:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+def stack_in_region(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """``torch.stack(tensors)`` written straight into the region slot of the batch a worker is packing,
+    for a batch above ``REGION_TENSOR_MAX_BYTES``: it travels as its offset and reaches the caller as a
+    view of the slot (lent until the view is gone). None where there is no such slot (the main process,
+    a spawned worker, a batch this small, every slot of the worker in use): stack it as usual."""
+    packer = _packing
+    first = tensors[0]
+    if packer is None or packer.region is None or not _plain_cpu(first):
+        return None
+    size = first.numel() * first.element_size() * len(tensors)
+    if size <= REGION_TENSOR_MAX_BYTES:
+        return None
+    at = packer._region_space(size)
+    if at is None:
+        return None
+    out = packer.region.tensor_at(at, first.dtype, (len(tensors), *first.shape))
+    return torch.stack(tensors, out=out)
 
 
 class _TensorByValue:
@@ -141,6 +170,7 @@ class SharedRegion:
             self.memory = mmap.mmap(fd, workers * slots * slot_bytes)
         finally:
             os.close(fd)
+        self._address: int = np.frombuffer(self.memory, np.uint8, 1).ctypes.data  # forked workers share it
 
     @classmethod
     def for_workers(cls, workers: int, slots: int, context: Any) -> SharedRegion | None:
@@ -189,6 +219,21 @@ class SharedRegion:
         deque(map(memory.write, items), maxlen=0)  # one C-level pass: no Python code per item
         return BytesInRegion(list(itertools.accumulate(map(len, items), initial=at)), slot)
 
+    def tensor_at(self, at: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+        """A writable tensor viewing this region's memory from offset ``at`` (aligned for ``dtype``)."""
+        count = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
+        memory = np.frombuffer(self.memory, np.uint8, count, at)  # (count,): keeps the map exported
+        return torch.from_numpy(memory).view(dtype).reshape(shape)
+
+    def offset_of(self, tensor: torch.Tensor) -> int | None:
+        """Where a contiguous ``tensor`` starts in this process's map of the region; None if it lies
+        elsewhere."""
+        if not tensor.is_contiguous():
+            return None
+        offset = tensor.data_ptr() - self._address
+        size = tensor.numel() * tensor.element_size()
+        return offset if offset >= 0 and offset + size <= len(self.memory) else None
+
     def write_tensor(self, at: int, tensor: torch.Tensor, *, slot: int) -> TensorInRegion:
         """A contiguous copy of ``tensor`` written from offset ``at`` of slot ``slot`` (taken, with room)."""
         flat = tensor.contiguous().reshape(-1).view(torch.uint8)  # (bytes,)
@@ -201,17 +246,36 @@ class SharedRegion:
         if type(batch) is not RegionBatch:
             return batch
         slots: set[int] = set()
-        received = self._copy_out(batch.batch, slots)
-        for slot in slots:  # after the copies: the worker may write its next batch there
+        lent: dict[int, np.ndarray] = {}
+        received = self._copy_out(batch.batch, slots, lent)
+        for slot in slots - lent.keys():  # after the copies: the worker may write its next batch there
             self.memory[slot] = _FREE
+        for slot, memory in lent.items():  # once the caller lets go of every view of the slot
+            weakref.finalize(memory, self._free, slot)
         return received
 
-    def _copy_out(self, value: Any, slots: set[int]) -> Any:
+    def _free(self, slot: int) -> None:
+        if not self.memory.closed:
+            self.memory[slot] = _FREE
+
+    def _lent(self, value: TensorInRegion, lent: dict[int, np.ndarray]) -> torch.Tensor:
+        """A view of a lent tensor's bytes; every view of one slot shares one array, whose end frees it."""
+        memory = lent.get(value.slot)
+        if memory is None:
+            memory = lent[value.slot] = np.frombuffer(self.memory, np.uint8, self.slot_bytes, value.slot)
+        count = int(np.prod(value.shape, dtype=np.int64)) * torch.empty((), dtype=value.dtype).element_size()
+        start = value.offset - value.slot
+        return torch.from_numpy(memory[start : start + count]).view(value.dtype).reshape(value.shape)
+
+    def _copy_out(self, value: Any, slots: set[int], lent: dict[int, np.ndarray]) -> Any:
         """``value`` with each ``BytesInRegion`` and ``TensorInRegion`` replaced by what it stands for,
-        through the containers that ``PackedCollate._pack`` descends into; their slots added to ``slots``."""
+        through the containers that ``PackedCollate._pack`` descends into; their slots added to ``slots``,
+        and those lent (a view handed out: ``stack_in_region``) to ``lent``."""
         kind = type(value)
         if kind is TensorInRegion:
             slots.add(value.slot)
+            if value.lent:
+                return self._lent(value, lent)
             tensor = torch.empty(value.shape, dtype=value.dtype)
             flat = tensor.reshape(-1).view(torch.uint8).numpy()  # (bytes,)
             flat[:] = np.frombuffer(self.memory, np.uint8, len(flat), value.offset)
@@ -221,16 +285,18 @@ class SharedRegion:
             ends = value.ends
             return list(map(self.memory.__getitem__, map(slice, ends[:-1], ends[1:])))
         if kind is dict:
-            return {key: self._copy_out(item, slots) for key, item in value.items()}
+            return {key: self._copy_out(item, slots, lent) for key, item in value.items()}
         if kind is tuple:
-            return tuple(self._copy_out(item, slots) for item in value)
+            return tuple(self._copy_out(item, slots, lent) for item in value)
         if kind is list and value and type(value[0]) in (BytesInRegion, TensorInRegion, dict, list, tuple):
-            return [self._copy_out(item, slots) for item in value]
+            return [self._copy_out(item, slots, lent) for item in value]
         return value
 
     def close(self) -> None:
-        """Unmap the region: its iterator, and so the workers writing to it, are gone."""
-        self.memory.close()
+        """Unmap the region: its iterator, and so the workers writing to it, are gone. While the caller
+        still holds a lent batch, the map stays until the last view of it is gone."""
+        with contextlib.suppress(BufferError):
+            self.memory.close()
 
 
 class BytesInRegion:
@@ -250,18 +316,24 @@ class BytesInRegion:
 
 class TensorInRegion:
     """A tensor that a worker wrote to a region slot, as it travels: where its bytes start, its dtype and
-    shape, and the slot's offset. Only the region's ``receive`` reads it (into a new tensor)."""
+    shape, the slot's offset, and whether the slot is lent (the caller gets a view of it, not a copy).
+    Only the region's ``receive`` reads it."""
 
-    __slots__ = ("dtype", "offset", "shape", "slot")
+    __slots__ = ("dtype", "lent", "offset", "shape", "slot")
 
-    def __init__(self, offset: int, dtype: torch.dtype, shape: tuple[int, ...], slot: int) -> None:
+    def __init__(
+        self, offset: int, dtype: torch.dtype, shape: tuple[int, ...], slot: int, lent: bool = False
+    ) -> None:
         self.offset = offset
         self.dtype = dtype
         self.shape = shape
         self.slot = slot
+        self.lent = lent
 
-    def __reduce__(self) -> tuple[type[TensorInRegion], tuple[int, torch.dtype, tuple[int, ...], int]]:
-        return TensorInRegion, (self.offset, self.dtype, self.shape, self.slot)
+    def __reduce__(
+        self,
+    ) -> tuple[type[TensorInRegion], tuple[int, torch.dtype, tuple[int, ...], int, bool]]:
+        return TensorInRegion, (self.offset, self.dtype, self.shape, self.slot, self.lent)
 
 
 class RegionBatch:
@@ -328,7 +400,13 @@ class PackedCollate:
             settle_heap(in_worker=True)
             self._worker_ready = True
         self._slot = None
-        packed = self._pack(self.collate(samples))
+        global _packing
+        _packing = self  # the collate may stack into this batch's region slot (stack_in_region)
+        try:
+            collated = self.collate(samples)
+        finally:
+            _packing = None
+        packed = self._pack(collated)
         return packed if self._slot is None else RegionBatch(packed)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -348,6 +426,10 @@ class PackedCollate:
             if not _plain_cpu(value):
                 return value
             size = value.numel() * value.element_size()
+            if size > REGION_TENSOR_MAX_BYTES and self.region is not None and self._slot is not None:
+                offset = self.region.offset_of(value)  # stacked into this batch's slot: lent as it is
+                if offset is not None:
+                    return TensorInRegion(offset, value.dtype, tuple(value.shape), self._slot, lent=True)
             if REGION_TENSOR_BYTES <= size <= REGION_TENSOR_MAX_BYTES:
                 at = self._region_space(size)
                 if at is not None:
