@@ -122,7 +122,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
     messages), and downloads ahead only in the order the node needs shards; ``"lru"`` evicts the least
     recently used one, as MosaicML does.
 
-    And ``decode``, what image columns (``jpeg``, ``png`` and their lists) become: ``"pil"`` (default,
+    And ``decode``, what image columns (``jpeg``, ``png``, ``pil`` and their lists) become: ``"pil"`` (default,
     MosaicML's) PIL images, ``"tensor"`` uint8 tensors of shape (C, H, W), decoded by torchvision where
     it is installed, else by Pillow (``format.image_decode``); or a dict of column -> choice. And
     ``zero_copy``: ``bytes`` columns come back as read-only memoryviews of the shard's map, not copies;
