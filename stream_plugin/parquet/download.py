@@ -16,11 +16,19 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from stream_plugin.errors import RemoteChangedError
+from stream_plugin.errors import RemoteChangedError, StorageError
 from stream_plugin.format.index import INDEX_BASENAME, ShardEntry, parse_index
 from stream_plugin.parquet.entries import ParquetShard, ReadView, parquet_shard
 from stream_plugin.parquet.footer_cache import FooterCache, FooterKey
-from stream_plugin.storage.base import ObjectStore, RangedStore, range_and_info_reader, ranged
+from stream_plugin.storage.base import (
+    ObjectStore,
+    RangedStore,
+    RemoteAccessDeniedError,
+    RemoteNotFoundError,
+    TransientStorageError,
+    range_and_info_reader,
+    ranged,
+)
 
 
 def check_unchanged(shard: ParquetShard, size: int, identity: str | None, *, where: str) -> None:
@@ -68,7 +76,14 @@ def write_shard(
         if checked:
             return data.read_range(shard.file, start, end, timeout=timeout)
         assert read_and_check is not None
-        found, info = read_and_check(shard.file, start, end, timeout=timeout)
+        try:
+            found, info = read_and_check(shard.file, start, end, timeout=timeout)
+        except (TransientStorageError, RemoteNotFoundError, RemoteAccessDeniedError):
+            raise
+        except StorageError:  # a range the file may no longer hold (HTTP 416): a changed file is refused as such
+            info = data.object_info(shard.file, timeout=timeout)
+            check_unchanged(shard, info.size, info.identity, where=shard.file)
+            raise
         check_unchanged(shard, info.size, info.identity, where=shard.file)
         checked = True
         return found

@@ -2,7 +2,7 @@
 simulator counts.
 
 A download checks the file's size and identity (one HEAD, or none where the store's ranged GET
-answers them: S3's), fetches the footer unless its process kept it from an earlier shard of the file
+answers them: every built-in remote store's), fetches the footer unless its process kept it from an earlier shard of the file
 (``FooterCache``), and reads the shard's column chunks: ranges at most ``HOLE_BYTES`` apart share one
 read of at most ``READ_LIMIT_BYTES`` (``layout.coalesce``, pyarrow's defaults). A shard of all columns
 is one run of bytes, hence one read.
@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from stream_plugin.parquet.entries import ParquetShard
 from stream_plugin.parquet.layout import coalesce
+from stream_plugin.storage.registry import BUILTIN_BACKENDS
 
 HOLE_BYTES = 8 * 1024  # pyarrow's CacheOptions.hole_size_limit: a gap this small is cheaper read than asked for
 READ_LIMIT_BYTES = 32 * 1024 * 1024  # pyarrow's CacheOptions.range_size_limit: no coalesced read longer
 _MAGIC_BYTES = 4  # a Parquet file's first row group starts after b"PAR1"
 # The schemes whose store answers a ranged GET with the object's size and identity
-# (``read_range_and_info``; tests/parquet/test_requests_per_shard.py checks this list against the stores).
-CHECKED_ON_READ_SCHEMES = frozenset({"s3"})
+# (``read_range_and_info``): every built-in remote store (tests/parquet/test_requests_per_shard.py checks
+# each); fsspec's and plugins' stores are checked by a HEAD.
+CHECKED_ON_READ_SCHEMES = frozenset(BUILTIN_BACKENDS) - {"file"}
 
 
 def download_requests(reads: int, *, footer_kept: bool, checked_on_read: bool = False) -> int:

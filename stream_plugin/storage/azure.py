@@ -30,7 +30,7 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
-from azure.storage.blob import BlobServiceClient, ContainerClient
+from azure.storage.blob import BlobProperties, BlobServiceClient, ContainerClient
 
 from stream_plugin.errors import ConfigError, StorageError
 from stream_plugin.redaction import REDACTED_LIBRARY_LOGGERS, redact_loggers, redact_url
@@ -43,6 +43,7 @@ from stream_plugin.storage.base import (
     check_complete,
     check_key,
     join_key,
+    range_total,
 )
 from stream_plugin.storage.per_process import PerProcess
 from stream_plugin.storage.throttle_hints import requested_wait
@@ -75,6 +76,16 @@ def sas_token_of(url: str, sas_token: str | None) -> str | None:
             f"storage_options['sas_token']; pass it in one place."
         )
     return sas_token if sas_token is not None else (query or None)
+
+
+def blob_info(properties: BlobProperties, size: int | None = None) -> ObjectInfo:
+    """A blob's size (``size``, else the properties') and identity (its ETag and last-modified time)
+    from its properties, which a properties request and a ranged GET both give."""
+    etag, modified = properties.etag, properties.last_modified
+    identity = None
+    if etag is not None or modified is not None:
+        identity = f"etag={etag} modified={modified.isoformat() if modified is not None else None}"
+    return ObjectInfo(int(properties.size) if size is None else size, identity)
 
 
 def _code(error: HttpResponseError) -> str | None:
@@ -270,16 +281,30 @@ class AzureStore:
         full_key = self.full_key(key)
         with self._mapped_errors(full_key, "check"):
             properties = self.client().get_blob_client(full_key).get_blob_properties(**self._timeouts(timeout))
-        etag, modified = properties.etag, properties.last_modified
-        identity = None
-        if etag is not None or modified is not None:
-            identity = f"etag={etag} modified={modified.isoformat() if modified is not None else None}"
-        return ObjectInfo(int(properties.size), identity)
+        return blob_info(properties)
 
     def read_range(self, key: str, start: int, end: int, *, timeout: float | None = None) -> bytes:
         """Bytes ``[start, end)`` of the blob (one ranged GET); another length is transient."""
         if end <= start:
             return b""
+        return self._get_range(key, start, end, timeout)[0]
+
+    def read_range_and_info(
+        self, key: str, start: int, end: int, *, timeout: float | None = None
+    ) -> tuple[bytes, ObjectInfo]:
+        """Bytes ``[start, end)`` and ``object_info``'s answer from the same GET: the SDK reads the blob's
+        size from its ``Content-Range`` and the ETag and last-modified time from its headers, as the
+        properties request gives them. No properties request of its own."""
+        assert start < end, "an empty range makes no request; the caller asks object_info instead"
+        data, properties = self._get_range(key, start, end, timeout)
+        # The SDK sets properties.size to the range's length, and content_range to "bytes S-E/TOTAL".
+        total = range_total(properties.content_range)
+        if total is None:
+            return data, self.object_info(key, timeout=timeout)
+        return data, blob_info(properties, total)
+
+    def _get_range(self, key: str, start: int, end: int, timeout: float | None) -> tuple[bytes, BlobProperties]:
+        # One GET: a range up to the SDK's max_single_get_size (32 MiB, READ_LIMIT_BYTES's size) is read whole.
         full_key = self.full_key(key)
         with self._mapped_errors(full_key, "read"):
             stream = self.client().download_blob(
@@ -287,7 +312,7 @@ class AzureStore:
             )
             data: bytes = stream.readall()
         check_complete(f"{self._describe(full_key)} [{start}, {end})", end - start, len(data))
-        return data
+        return data, stream.properties
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix``, relative to the store root, sorted."""

@@ -134,6 +134,13 @@ def range_and_info_reader(store: RangedStore) -> Callable[..., tuple[bytes, Obje
     return found if callable(found) else None
 
 
+def range_total(content_range: str | None) -> int | None:
+    """The object's size from a ranged answer's ``Content-Range`` (``bytes 0-9/1234`` → 1234); None where
+    the header is missing or gives no size (``bytes 0-9/*``)."""
+    total = (content_range or "").rpartition("/")[2].strip()
+    return int(total) if total.isdigit() else None
+
+
 def ranged(store: object, url: str) -> RangedStore:
     """``store`` as a :class:`RangedStore`, or a ``StorageError`` naming the store and what it lacks."""
     if isinstance(store, RangedStore):

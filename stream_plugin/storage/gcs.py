@@ -38,6 +38,7 @@ from stream_plugin.storage.base import (
     check_complete,
     check_key,
     join_key,
+    range_total,
 )
 from stream_plugin.storage.gcs_url import parse_gcs_url
 from stream_plugin.storage.per_process import PerProcess
@@ -284,6 +285,34 @@ class GcsStore:
             )
         check_complete(f"{self._describe(full_key)} [{start}, {end})", end - start, len(data))
         return data
+
+    def read_range_and_info(
+        self, key: str, start: int, end: int, *, timeout: float | None = None
+    ) -> tuple[bytes, ObjectInfo]:
+        """Bytes ``[start, end)`` and ``object_info``'s answer from the same GET: the size from its
+        ``Content-Range`` total and the generation from ``x-goog-generation``, which the media download
+        answers with. Where either is missing, the metadata request too.
+
+        The client's download methods keep neither header (the blob learns the generation, not the
+        size), so this GET goes through the client's own authorized session to the media URL
+        ``download_as_bytes`` uses (requester-pays project included)."""
+        assert start < end, "an empty range makes no request; the caller asks object_info instead"
+        full_key = self.full_key(key)
+        client = self.client()
+        url = self.bucket().blob(full_key)._get_download_url(client)
+        with self._mapped_errors(full_key, "read"):
+            response = client._http.get(
+                url, headers={"Range": f"bytes={start}-{end - 1}"}, **self._timeout(timeout)
+            )
+            if response.status_code >= 400:
+                raise api_exceptions.from_http_response(response)
+            data: bytes = response.content
+        check_complete(f"{self._describe(full_key)} [{start}, {end})", end - start, len(data))
+        total = range_total(response.headers.get("Content-Range")) if response.status_code == 206 else len(data)
+        generation = response.headers.get("x-goog-generation")
+        if total is None or generation is None:
+            return data, self.object_info(key, timeout=timeout)
+        return data, ObjectInfo(total, f"generation={generation}")
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix``, relative to the store root, sorted."""

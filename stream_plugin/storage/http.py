@@ -36,6 +36,7 @@ from stream_plugin.storage.base import (
     TransientStorageError,
     check_complete,
     check_key,
+    range_total,
 )
 from stream_plugin.storage.deadline import abort_response, attempt_deadline, deadline_error
 from stream_plugin.storage.throttle_hints import requested_wait
@@ -253,6 +254,23 @@ class HttpStore:
         server that ignores ``Range`` (200 with the whole object) is refused."""
         if end <= start:
             return b""
+        return self._get_range(key, start, end, timeout)[0]
+
+    def read_range_and_info(
+        self, key: str, start: int, end: int, *, timeout: float | None = None
+    ) -> tuple[bytes, ObjectInfo]:
+        """Bytes ``[start, end)`` and ``object_info``'s answer from the same GET: the size from its
+        ``Content-Range`` total (a 200 of the whole object: its ``Content-Length``), the identity from its
+        ``ETag`` and ``Last-Modified``, as a HEAD gives them. A server that gives no total
+        (``bytes 0-9/*``) is asked with a HEAD."""
+        assert start < end, "an empty range makes no request; the caller asks object_info instead"
+        data, status, headers = self._get_range(key, start, end, timeout)
+        total = range_total(headers.get("Content-Range")) if status == 206 else len(data)
+        if total is None:
+            return data, self.object_info(key, timeout=timeout)
+        return data, ObjectInfo(total, header_identity(headers))
+
+    def _get_range(self, key: str, start: int, end: int, timeout: float | None) -> tuple[bytes, int, Mapping[str, str]]:
         url = self.url_of(key)
         wanted = {"Range": f"bytes={start}-{end - 1}"}
         with self._mapped_errors(url, "read"), self._response(url, "GET", timeout, wanted) as response:
@@ -265,7 +283,7 @@ class HttpStore:
                 )
             data: bytes = response.read()
         check_complete(f"{url} [{start}, {end})", end - start, len(data))
-        return data
+        return data, response.status, response.headers
 
     def list(self, prefix: str = "") -> list[str]:
         """Always fails: HTTP servers have no standard listing."""

@@ -47,11 +47,17 @@ from stream_plugin.storage.base import (
     check_complete,
     check_key,
     join_key,
+    range_total,
 )
 from stream_plugin.storage.hub_url import HubLocation, parse_hub_url
 from stream_plugin.storage.throttle_hints import requested_wait
 
 CHUNK_SIZE = 1 << 20
+
+
+def normalized_etag(etag: str | None) -> str | None:
+    """An ETag as huggingface_hub's ``get_hf_file_metadata`` gives it: without ``W/`` and quotes."""
+    return None if etag is None else etag.lstrip("W/").strip('"')
 TRANSIENT_STATUS = frozenset({408, 425})
 LOGIN_FIX = "set HF_TOKEN, run 'hf auth login', or pass storage_options={'token': ...}"
 
@@ -227,6 +233,27 @@ class HubStore:
         """Bytes ``[start, end)`` of the file (one GET with ``Range``); another length is transient."""
         if end <= start:
             return b""
+        return self._get_range(key, start, end, timeout)[0]
+
+    def read_range_and_info(
+        self, key: str, start: int, end: int, *, timeout: float | None = None
+    ) -> tuple[bytes, ObjectInfo]:
+        """Bytes ``[start, end)`` and ``object_info``'s answer from the same GET: the size from the
+        ``Content-Range`` total, the commit and ETag from the Hub's own answer in the redirect chain (the
+        one with ``X-Repo-Commit``: ``X-Linked-Etag`` of an LFS file's redirect, else its ``ETag``), as
+        the HEAD gives them. Where the chain lacks either, a HEAD."""
+        assert start < end, "an empty range makes no request; the caller asks object_info instead"
+        data, chain = self._get_range(key, start, end, timeout)
+        total = range_total(chain[-1].headers.get("Content-Range")) if chain[-1].status_code == 206 else len(data)
+        hub = next((answer for answer in chain if answer.headers.get(constants.HUGGINGFACE_HEADER_X_REPO_COMMIT)), None)
+        if total is None or hub is None:
+            return data, self.object_info(key, timeout=timeout)
+        etag = hub.headers.get(constants.HUGGINGFACE_HEADER_X_LINKED_ETAG) or hub.headers.get("ETag")
+        commit = hub.headers[constants.HUGGINGFACE_HEADER_X_REPO_COMMIT]
+        return data, ObjectInfo(total, f"commit={commit} etag={normalized_etag(etag)}")
+
+    def _get_range(self, key: str, start: int, end: int, timeout: float | None) -> tuple[bytes, list[Any]]:
+        """The bytes and the answers that gave them: the redirects followed, then the ranged answer."""
         where = self._describe(key)
         with self._mapped_errors(where, "read"):
             url = self.resolve_url(key)
@@ -239,7 +266,7 @@ class HubStore:
                     )
                 data = response.read()
         check_complete(f"{where} [{start}, {end})", end - start, len(data))
-        return data
+        return data, [*response.history, response]
 
     # --- ObjectStore --------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from stream_plugin.storage.base import (
     check_complete,
     check_key,
     join_key,
+    range_total,
 )
 from stream_plugin.storage.deadline import abort_response, attempt_deadline, deadline_error
 from stream_plugin.storage.throttle_hints import requested_wait
@@ -433,10 +434,10 @@ class S3Store:
         total and the ETag, last-modified time and version id a HEAD gives): no HEAD of its own."""
         assert start < end, "an empty range makes no request; the caller asks object_info instead"
         data, response = self._get_range(key, start, end, timeout)
-        total = str(response.get("ContentRange") or "").rpartition("/")[2]
-        if not total.isdigit():
+        total = range_total(response.get("ContentRange"))
+        if total is None:
             return data, self.object_info(key, timeout=timeout)  # no object size in the answer: ask for it
-        return data, ObjectInfo(int(total), head_identity(response))
+        return data, ObjectInfo(total, head_identity(response))
 
     def _get_range(self, key: str, start: int, end: int, timeout: float | None) -> tuple[bytes, Mapping[str, Any]]:
         full_key = self.full_key(key)

@@ -130,9 +130,10 @@ def test_the_second_shard_of_a_file_does_not_fetch_its_footer_again(
     footer = f"bytes={(served[0] / 'part-000.parquet').stat().st_size - parquet_shard(parse_index((served[0] / 'index.json').read_bytes(), source='index')[0]).footer_bytes}-"
     footer_reads = [[request for request in shard if (request[1] or "").startswith(footer)] for shard in requests]
     assert [len(reads) for reads in footer_reads] == [1, 0, 0, 0]
-    # all columns: one run of bytes a shard; the HEAD (the file unchanged), the footer once, one read
-    assert [len(shard) for shard in requests] == [3, 2, 2, 2]
-    assert [method for method, _ in requests[1]] == ["HEAD", "GET"]
+    # all columns: one run of bytes a shard; the footer once, one read; the file checked on its first GET
+    # (Content-Range's total and Last-Modified), never by a HEAD
+    assert [len(shard) for shard in requests] == [2, 1, 1, 1]
+    assert [method for method, _ in requests[1]] == ["GET"]
 
 
 def test_column_chunks_a_small_gap_apart_are_read_in_one_request(
@@ -140,7 +141,7 @@ def test_column_chunks_a_small_gap_apart_are_read_in_one_request(
 ) -> None:
     # 'label' (about 0.5 KB) lies between 'id' and 'score': read and dropped, one GET where there were two
     requests = _download_each_shard(served, ("id", "score"), tmp_path)
-    assert [len(shard) for shard in requests] == [3, 2, 2, 2]
+    assert [len(shard) for shard in requests] == [2, 1, 1, 1]
     folder = served[0]
     metadata = pq.read_metadata(folder / "part-000.parquet")
     chunks = shard_ranges(metadata, range(0, 1), [0, 2])
@@ -152,7 +153,7 @@ def test_column_chunks_a_large_gap_apart_are_read_apart(
 ) -> None:
     # 'label', 'score' and 'text' (about 70 KB a row group) lie between 'id' and 'flag'
     requests = _download_each_shard(served, ("id", "flag"), tmp_path)
-    assert [len(shard) for shard in requests] == [4, 3, 3, 3]
+    assert [len(shard) for shard in requests] == [3, 2, 2, 2]
 
 
 @pytest.mark.parametrize("columns", [None, ("id", "score"), ("id", "flag"), ("label", "text")])
@@ -166,7 +167,7 @@ def test_the_simulators_count_is_a_first_downloads_requests(
     counted = [index_requests(parquet_shard(entry), served[1]) for entry in entries]
     assert counted == [len(requests[0])] * GROUPS  # each counted as its file's first (the footer fetched)
     assert [len(shard) for shard in requests[1:]] == [counted[0] - 1] * (GROUPS - 1)
-    assert download_requests(counted[0] - 2, footer_kept=True) == len(requests[1])
+    assert download_requests(counted[0] - 1, footer_kept=True, checked_on_read=True) == len(requests[1])
 
 
 def test_a_stream_over_http_decodes_the_rows_of_coalesced_reads(
@@ -190,9 +191,26 @@ def test_the_simulator_counts_a_parquet_shards_requests_by_the_same_rule(
 
 
 def test_the_schemes_checked_on_read_are_the_stores_that_answer_it() -> None:
+    from stream_plugin.storage.gcs import GcsStore
+    from stream_plugin.storage.gcs_hmac import GcsHmacStore
     from stream_plugin.storage.registry import BUILTIN_BACKENDS
 
     for scheme, backend in BUILTIN_BACKENDS.items():
         factory = backend.load(scheme)
-        answers = isinstance(factory, type) and hasattr(factory, "read_range_and_info")
+        stores = [GcsStore, GcsHmacStore] if scheme == "gs" else [factory]  # gs: a function picks one of two
+        answers = all(isinstance(store, type) and hasattr(store, "read_range_and_info") for store in stores)
         assert answers == (scheme in CHECKED_ON_READ_SCHEMES), scheme
+    assert "gs" in CHECKED_ON_READ_SCHEMES and "file" not in CHECKED_ON_READ_SCHEMES
+
+
+def test_a_ranged_get_over_http_answers_the_size_and_identity_a_head_does(
+    served: tuple[Path, str, list[tuple[str, str | None]]],
+) -> None:
+    from stream_plugin.storage.base import range_total
+
+    assert range_total("bytes 0-9/1234") == 1234
+    assert range_total("bytes 0-9/*") is None and range_total(None) is None
+    _, url, log = served
+    data, info = open_store(url).read_range_and_info("part-000.parquet", 0, 4)  # type: ignore[attr-defined]
+    assert data == b"PAR1" and log == [("GET", "bytes=0-3")]
+    assert info == open_store(url).object_info("part-000.parquet")  # type: ignore[attr-defined]
