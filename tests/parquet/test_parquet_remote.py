@@ -82,3 +82,30 @@ def test_the_index_pins_the_hub_commit(hub_server: HubServer, tmp_path: Path) ->
     else:  # the source recorded at its ref: the files at the new commit are refused
         with pytest.raises(RemoteChangedError, match=r"identity commit=.*found it changed"):
             _ids(tmp_path / "index", tmp_path / "cache")
+
+
+@pytest.mark.parametrize("lfs", [True, False])
+def test_a_hub_shard_is_checked_on_its_first_get_without_a_head(
+    hub_server: HubServer, tmp_path: Path, lfs: bool  # noqa: F811
+) -> None:
+    from stream_plugin.format.index import parse_index
+    from stream_plugin.parquet.download import ParquetShardStore
+    from stream_plugin.parquet.entries import ReadView, parquet_shard
+    from stream_plugin.storage import open_store
+
+    hub_server.lfs_threshold = 1024 if lfs else 1 << 30  # LFS: a redirect with X-Linked-Etag to the CDN
+    write_files(tmp_path / "files")
+    _hub_dataset(hub_server, tmp_path / "files")
+    index = tmp_path / "index"
+    index_parquet("hf://datasets/org/ds@refs%2Fconvert%2Fparquet/default/train", out=index, shard_bytes=1)
+    store = ParquetShardStore(open_store(str(index)), index, ReadView(None, None), open_store)
+    entries = parse_index((index / "index.json").read_bytes(), source="index")
+    for entry in sorted(entries, key=lambda entry: parquet_shard(entry).row_groups.start):
+        hub_server.requests.clear()
+        assert store.download(entry.raw_data.basename, tmp_path / entry.raw_data.basename) == entry.raw_data.bytes
+        resolves = [request.method for request in hub_server.requests if "/resolve/" in request.path]
+        first_of_file = parquet_shard(entry).row_groups.start == 0
+        # the footer (the first shard of its file), then one run of column chunks; the commit and ETag of
+        # the Hub's answer match the index's, so no HEAD
+        assert resolves == (["GET", "GET"] if first_of_file else ["GET"]), entry.raw_data.basename
+        assert not [request for request in hub_server.requests if request.method == "HEAD"]
