@@ -35,8 +35,10 @@ def _shard(columns: tuple[str, ...] | None, groups: int = 4) -> ParquetShard:
 
 def test_the_index_places_a_shard_of_all_columns_as_one_run() -> None:
     assert index_ranges(_shard(None)) == [(4, 4 + 98_700 * 4)]
-    assert index_requests(_shard(None), "gs://bucket/data") == 3  # a HEAD, the footer, one read
-    assert index_requests(_shard(None), "s3://bucket/data") == 2  # the footer's GET answers the HEAD's question
+    assert index_requests(_shard(None), "/data") == 3  # a local file: checked first (stat), the footer, one read
+    assert index_requests(_shard(None), "memory://data") == 3  # fsspec: a HEAD first
+    for url in ("s3://bucket/data", "gs://bucket/data", "az://container/data", "https://host/data", "hf://datasets/o/d"):
+        assert index_requests(_shard(None), url) == 2, url  # the footer's GET answers the HEAD's question
 
 
 def test_the_index_places_some_columns_in_each_row_group_in_schema_order() -> None:
