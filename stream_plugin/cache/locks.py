@@ -77,6 +77,10 @@ class ControlFolder:
         """The parsed ``index_name`` in binary form (see ``index_store.py``), built once per node."""
         return self.root / "index" / f"{_quoted(index_name)}.columns"
 
+    def first_shard_slot(self, index: int) -> Path:
+        """Slot ``index`` of the node's first-shard downloads (``first_shards``): exclusive while held."""
+        return self.root / "first-shards" / f"slot-{index}.lock"
+
     def reservation(self, basename: str) -> Path:
         """Record of the bytes an in-flight download of this shard will occupy once placed."""
         return self.root / "reserved" / _quoted(basename)

@@ -23,7 +23,7 @@ processes that share ``local`` coordinate through ``local/.stream_plugin/`` only
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ import numpy as np
 from stream_plugin.cache.belady_clock import BeladyClock
 from stream_plugin.cache.cache_config import CacheConfig
 from stream_plugin.cache.downloads import Downloader
+from stream_plugin.cache.first_shards import FirstShards
 from stream_plugin.cache.folder_claim import ShardPathCheck, canonical_remote, claim_folder, remote_store
 from stream_plugin.cache.future import NEVER, NodeFuture
 from stream_plugin.cache.index_store import OpenedIndex
@@ -63,10 +64,13 @@ class ShardCache:
         store: ObjectStore | None = None,
         stats: CacheStats | None = None,
         start: StartGate | None = None,
+        first: FirstShards | None = None,
     ) -> None:
         """``start``: this process's hold on its first shard downloads (``start_stagger``), shared by the
-        caches of its streams; None downloads at once."""
+        caches of its streams; None downloads at once. ``first``: the node's cap on first-shard downloads
+        (``first_shards``), shared likewise; None caps nothing."""
         self._config = config
+        self._first = first
         self._start = start if start is not None and not start.spent else None
         self._local = Path(config.local)
         self._control = ControlFolder(self._local)
@@ -227,6 +231,8 @@ class ShardCache:
                 start.ask()
         if self._is_present(entry) and self._verified_once(entry):
             self._record.record_hit()
+            if self._first is not None:
+                self._first.reach()  # a cached shard is this process's first
             return self._local
         if start is not None and self._store is not None:
             start.wait()  # before the shard lock: no other process waits on this one's hold
@@ -234,6 +240,8 @@ class ShardCache:
         with locked(lock):
             if self._is_present(entry) and self._verified_once(entry, repair=True):
                 self._record.record_hit()  # another process placed it while we waited
+                if self._first is not None:
+                    self._first.reach()
                 return self._local
             remove_temporaries(self._local, entry)
             if self._store is None:
@@ -242,10 +250,15 @@ class ShardCache:
                 with self._eviction.room_for(entry, ahead=ahead) as room:
                     if not room:
                         return None
-                    self._fetcher.fetch(entry)
+                    with self._first_slot():
+                        self._fetcher.fetch(entry)
             self._verified.add(entry.raw_data.basename)
             touch(lock)
         return self._local
+
+    def _first_slot(self) -> AbstractContextManager[None]:
+        """A node slot for this download while the process has no first shard (``first_shards``)."""
+        return self._first.slot(self._control) if self._first is not None else nullcontext()
 
     def _verified_once(self, entry: ShardEntry, *, repair: bool = False) -> bool:
         """With ``validate_hash``: check a shard already on disk once per process before its first use.

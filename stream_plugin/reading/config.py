@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from stream_plugin.cache.first_shards import check_first_shards
 from stream_plugin.cache.future import EvictionPolicy, check_eviction
 from stream_plugin.cache.start_stagger import check_start_stagger
 from stream_plugin.errors import ConfigError, ConfigTypeError, check_int
@@ -94,6 +95,7 @@ class DatasetConfig:
     zero_copy: bool | Sequence[str] = False  # every bytes column, or these (format.read_options)
     replication: int | None = None
     start_stagger: float = 0.0  # seconds over which the nodes' first shard downloads spread (cache.start_stagger)
+    first_shards: int | None = None  # at most this many of a node's first-shard downloads at once (cache.first_shards)
     drop_last: bool = False
 
     def __post_init__(self) -> None:
@@ -115,6 +117,7 @@ class DatasetConfig:
                 )
         check_eviction(self.eviction)
         object.__setattr__(self, "start_stagger", check_start_stagger(self.start_stagger))
+        check_first_shards(self.first_shards)
         if isinstance(self.decode, Mapping):  # a copy: the caller's dict may change later
             object.__setattr__(self, "decode", dict(self.decode))
         object.__setattr__(self, "zero_copy", normalize_zero_copy(self.zero_copy))  # a list as a sorted tuple

@@ -133,6 +133,9 @@ class StreamingDataset(MosaicNames, IterableDataset):
     downloads back ``i / N x start_stagger`` seconds after the process first asks for a shard, so that a
     large job's nodes do not all hit a rate-limited store in the same second (``cache.start_stagger``;
     ``stream-plugin simulate --tune --target-first-batch`` proposes a value). The index is not delayed.
+    ``first_shards`` (default None): at most this many first-shard downloads run at once on a node (all
+    its ranks and workers caching into one folder share the cap); a process's downloads take a slot
+    only until it has its first shard (``cache.first_shards``; the simulator proposes a value too).
 
     And ``transform``: a function applied to every sample after it is read (in iteration and in
     ``dataset[i]``), at the cost of one call. It must pickle (it travels to DataLoader workers). A
@@ -173,6 +176,7 @@ class StreamingDataset(MosaicNames, IterableDataset):
         zero_copy: bool | Sequence[str] = DEFAULTS.zero_copy,
         replication: int | None = DEFAULTS.replication,
         start_stagger: float = DEFAULTS.start_stagger,
+        first_shards: int | None = DEFAULTS.first_shards,
         stream_name: str = DEFAULT_STREAM_NAME,
         stream_config: dict[str, Any] | None = None,
         world: World | None = None,

@@ -93,6 +93,7 @@ def plan_dataset(
         read_options=config.read_options,
         stores=stores,
         start_stagger=config.start_stagger,
+        first_shards=config.first_shards,
     )
     fingerprint = config.fingerprint(opened.index_digests, [repr(weight) for weight in weights])
     defined = sample_table(StreamSamples(SampleTable(shards, fingerprint), opened, readers))

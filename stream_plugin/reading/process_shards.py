@@ -43,6 +43,7 @@ class ProcessShards:
         read_options: ReadOptions = DEFAULT_READ_OPTIONS,
         stores: Sequence[ObjectStore | None] | None,
         start_stagger: float = 0.0,
+        first_shards: int | None = None,
     ) -> None:
         self._opened = opened
         self._shards = shards
@@ -51,6 +52,7 @@ class ProcessShards:
         self._read_options = read_options
         # This node's hold on each process's first shard downloads (``start_stagger``).
         self._start_delay = stagger_delay(world.node, world.num_nodes, start_stagger)
+        self._first_shards = first_shards  # the node's cap on first-shard downloads (``cache.first_shards``)
         # Reused by the opening process's shard access only (never pickled: a worker opens its own).
         self._stores = stores
         self._stores_pid = os.getpid()
@@ -88,6 +90,7 @@ class ProcessShards:
                 max_open=max_open,
                 stores=self._stores if self._stores_pid == os.getpid() else None,
                 start_delay=self._start_delay,
+                first_shards=self._first_shards,
             )
         return self._access
 

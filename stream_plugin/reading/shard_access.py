@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from stream_plugin.cache import CacheConfig, CacheStats, Prefetcher, ShardCache
+from stream_plugin.cache.first_shards import FirstShards
 from stream_plugin.cache.future import NodeFuture
 from stream_plugin.cache.reader_clocks import ReaderPlace
 from stream_plugin.cache.start_stagger import StartGate
@@ -56,11 +57,16 @@ class StreamCacheSpec:
         return shard_store(store, self.config.local, self.parquet, dict(self.store_options))
 
     def open(
-        self, stats: CacheStats, store: ObjectStore | None = None, start: StartGate | None = None
+        self,
+        stats: CacheStats,
+        store: ObjectStore | None = None,
+        start: StartGate | None = None,
+        first: FirstShards | None = None,
     ) -> ShardCache:
         """This stream's cache; pass ``store`` to reuse one this process already opened, ``start`` to hold
-        its first downloads back (``start_stagger``)."""
-        return ShardCache(self.config, store if store is not None else self.open_store(), stats, start)
+        its first downloads back (``start_stagger``), ``first`` to cap the node's first-shard downloads
+        (``first_shards``)."""
+        return ShardCache(self.config, store if store is not None else self.open_store(), stats, start, first)
 
 
 class ShardAccess:
@@ -77,14 +83,17 @@ class ShardAccess:
         max_open: int = _MAX_OPEN_READERS,
         stores: Sequence[ObjectStore | None] | None = None,
         start_delay: float = 0.0,
+        first_shards: int | None = None,
     ) -> None:
         """``start_delay``: seconds this process holds its first shard downloads back, counted from its
-        first request for a shard (``start_stagger``: ``cache.start_stagger``)."""
+        first request for a shard (``start_stagger``: ``cache.start_stagger``). ``first_shards``: at most
+        this many of the node's first-shard downloads at once (``cache.first_shards``)."""
         self.stats = CacheStats()
         self._specs = specs
         reused = stores if stores is not None else [None] * len(specs)
         start = StartGate(start_delay) if start_delay > 0 else None  # one hold for every stream
-        self.caches = [spec.open(self.stats, store, start) for spec, store in zip(specs, reused)]
+        first = FirstShards(first_shards) if first_shards is not None else None  # one for every stream
+        self.caches = [spec.open(self.stats, store, start, first) for spec, store in zip(specs, reused)]
         self._entries = entries
         self._table = table
         self._allow_unsafe_types = allow_unsafe_types

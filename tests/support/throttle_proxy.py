@@ -19,7 +19,9 @@ path, so each node reads the same dataset through its own remote URL (``server.r
 
 It counts per group: GETs answered with data (``gets``), 429 answers (``throttled``), body bytes sent
 (``bytes``), by kind of file (``shard`` for ``shard.*`` files, ``index`` for ``index.json``, ``other``),
-and chunks that queued behind another answer's on the group's line (``queued_chunks``).
+and chunks that queued behind another answer's on the group's line (``queued_chunks``). ``spans``
+keeps each GET answered with data from its arrival to its last byte sent (which GETs were in flight at
+once).
 Connections are HTTP/1.1 keep-alive, as the http store's urllib3 pool expects.
 """
 
@@ -137,6 +139,7 @@ class ThrottleServer:
         self.bytes: Counter[tuple[str, str]] = Counter()  # (group, kind) -> body bytes sent
         self.log: list[tuple[float, str, str, str, int]] = []  # (arrival, group, method, path, status)
         self.refusals: list[tuple[float, str, int | None]] = []  # (429 sent, group, Retry-After named)
+        self.spans: list[tuple[float, float, str, str]] = []  # (arrival, last byte sent, group, path) per GET
         self._lock = threading.Lock()
         self._pacers: dict[str, _Pacer] = {}
         rate_limit, burst = throttle.rate_limit, throttle.burst
@@ -181,6 +184,7 @@ class ThrottleServer:
             self.bytes.clear()
             self.log.clear()
             self.refusals.clear()
+            self.spans.clear()
 
     def count(self, counter: str, group: str, kind: str = "shard") -> int:
         """``gets``, ``throttled`` or ``bytes`` of ``group`` for files of ``kind``."""
@@ -272,6 +276,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if send_body:
             self._send_paced(group, path, data)
+            with owner._lock:
+                owner.spans.append((arrival, time.monotonic(), group, path))
 
     def _split_target(self) -> tuple[str, str]:
         """(group, file path under root) of the request target ``/<group>/<path>?query``."""

@@ -89,6 +89,7 @@ class DatasetSpec:
     zero_copy: bool | list[str] = False  # _DEFAULTS.zero_copy; or the bytes columns to view
     replication: int | None = _DEFAULTS.replication
     start_stagger: float = _DEFAULTS.start_stagger  # seconds: spread the nodes' first shard downloads
+    first_shards: int | None = _DEFAULTS.first_shards  # at most this many of a node's first shards at once
     storage_options: dict[str, Any] | None = None
     stream_name: str = DEFAULT_STREAM_NAME  # a name in stream_plugin.streams_registry (for remote/local)
     stream_config: dict[str, Any] | None = None  # extra arguments for that Stream class
