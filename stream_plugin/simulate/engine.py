@@ -10,8 +10,10 @@ The model, in the order a step happens:
   node reads its demands in the order of its clock (``reading.node_forecast``).
 - **Start.** Each node first downloads every stream's index (one GET each, through the same store and
   link); its workers start ``worker_start`` later (the fork, their first iterator), and its first
-  shards are asked for then, ``start_stagger x node / nodes`` later still (the dataset's option), at most
-  ``first_shards`` at once until the window opens (a what-if too).
+  shards are asked for then, ``start_stagger x node / nodes`` later still (the dataset's option). With
+  the dataset's ``first_shards`` K, a reader's first-shard download takes one of K node slots (it
+  waits, in need order, while all K are held) and gives it back when it is in; other downloads take
+  no slot (``cache.first_shards``, the loader's rule).
 - **Prefetch.** A node's workers download ahead of their reading. Each worker reads every
   ``workers``-th batch and builds up to ``prefetch_factor`` of its batches ahead of the trainer, but
   stops at a shard not yet in; it downloads the shards of its next ``predownload`` samples, i.e. the
@@ -181,6 +183,7 @@ class _Download:
     throttled_since: float | None = None  # when the store first refused this request
     placed_step: int = -1  # the trainer's step when it was placed (its last use until it is read)
     index_bytes: int = 0  # for a stream's index (``shard`` -1): its bytes
+    first: bool = False  # a reader's first shard: holds one of the node's ``first_shards`` slots
 
 
 @dataclass(eq=False)
@@ -203,6 +206,8 @@ class _Node:
     opened: bool = False  # whether the prefetch window is open
     active: int = 0  # downloads holding a download thread (requested, transferring or decompressing)
     queued: deque[int] = field(default_factory=deque)  # downloads waiting for a thread, earliest first
+    first_active: int = 0  # first-shard downloads holding one of the node's ``first_shards`` slots
+    first_queued: deque[int] = field(default_factory=deque)  # first-shard downloads waiting for a slot
     holding: dict[int, int] = field(default_factory=dict)  # shard -> its download (placed or in flight)
     usage: int = 0
     peak: int = 0
@@ -426,21 +431,27 @@ class _Run:
             self._push(time, _REQUEST, node.queued.popleft())
         else:
             node.active -= 1
+        if item.first:  # its first-shard slot is free: the earliest first shard waiting takes it
+            node.first_active -= 1
+            if node.first_queued:
+                self._admit(node, node.first_queued.popleft(), time)
         if item.ready > time:  # still decompressing: the window moves when it is done
             self._push(item.ready, _WINDOW, node.index)
         else:
             self.open_window(node, time)
 
-    def _start(self, node: _Node, shard: int, time: float) -> int:
+    def _start(self, node: _Node, shard: int, time: float, *, first: bool = False) -> int:
         """Start downloading ``shard`` for ``node`` at ``time``, or queue it while every download
-        thread of the node is busy."""
+        thread of the node is busy (or, for a reader's ``first`` shard, while every first-shard slot is)."""
         download = len(self.downloads)
-        self.downloads.append(_Download(node.index, shard, int(self.workload.requests_per_shard[shard])))
-        if node.active < self._slots_of(node):
-            node.active += 1
-            self._push(time, _REQUEST, download)
+        self.downloads.append(
+            _Download(node.index, shard, int(self.workload.requests_per_shard[shard]), first=first)
+        )
+        cap = self.workload.config.first_shards
+        if first and cap is not None and node.first_active >= cap:
+            node.first_queued.append(download)
         else:
-            node.queued.append(download)
+            self._admit(node, download, time)
         node.holding[shard] = download
         if len(node.held):
             node.held[shard] = True
@@ -449,10 +460,16 @@ class _Run:
         node.peak = max(node.peak, node.usage)
         return download
 
-    def _slots_of(self, node: _Node) -> int:
-        """Downloads ``node`` runs at once: ``first_shards`` until its window opens, then every thread."""
-        first = self.hardware.first_shards
-        return self.slots if node.opened or first is None else min(self.slots, first)
+    def _admit(self, node: _Node, download: int, time: float) -> None:
+        """``download`` (holding a first-shard slot, if it is a first shard) takes a download thread of
+        ``node`` at ``time``, or waits for one."""
+        if self.downloads[download].first:
+            node.first_active += 1
+        if node.active < self.slots:
+            node.active += 1
+            self._push(time, _REQUEST, download)
+        else:
+            node.queued.append(download)
 
     def settle(self, until: float) -> None:
         """Handle every event before ``until``."""
@@ -533,9 +550,6 @@ class _Run:
             if node.ready_upto < node.first_wave:
                 return
             node.opened = True
-            while node.queued and node.active < self.slots:  # the first shards' limit is lifted
-                node.active += 1
-                self._push(time, _REQUEST, node.queued.popleft())
         # A worker that built every batch it may waits at the end of the last: its window reaches
         # ``ahead`` steps past it. One waiting for a shard waits at that shard's first read: its
         # window covers ``ahead`` steps from there, that one's included.
@@ -547,9 +561,12 @@ class _Run:
             self.release(node, through, node.step, time)
 
     # ------------------------------------------------------------------ the cache
-    def release(self, node: _Node, through: int, step: int, time: float, upto: int | None = None) -> None:
+    def release(
+        self, node: _Node, through: int, step: int, time: float, upto: int | None = None, *, first: bool = False
+    ) -> None:
         """Give the demands of ``node`` first read by step ``through`` (and below index ``upto``) a
-        download (or the cached copy), in order, at ``time``; stop at one that finds no room."""
+        download (or the cached copy), in order, at ``time``; stop at one that finds no room. ``first``:
+        they are the readers' first shards (``first_shards``)."""
         end = len(node.shard) if upto is None else min(upto, len(node.shard))
         while node.released < end and node.first[node.released] <= through:
             demand = node.released
@@ -561,7 +578,7 @@ class _Run:
                 read_upto = demand if needed_at <= step else node.resolved
                 if self.limit is not None and not self._make_room(node, shard, needed_at, step, time, read_upto):
                     return
-                held = self._start(node, shard, time)
+                held = self._start(node, shard, time, first=first)
             node.download_of[demand] = held
             if len(node.claimed) and node.first[demand] <= step:
                 node.claimed[demand] = True  # needed now: its reader holds it from here on
@@ -706,7 +723,7 @@ def simulate(workload: Workload, hardware: Hardware) -> Simulation:
     opens += workload.config.start_stagger * np.arange(hardware.nodes) / hardware.nodes
     for node in nodes:  # the first shards of the readers, alone: the window opens once they are in
         node.first_wave = min(int(np.searchsorted(node.first, 0, side="right")), run.readers)
-        run.release(node, 0, 0, float(opens[node.index]), upto=node.first_wave)
+        run.release(node, 0, 0, float(opens[node.index]), upto=node.first_wave, first=True)
         run.open_window(node, float(opens[node.index]))
     previous_end = 0.0
     data_ready = np.zeros(hardware.nodes)

@@ -166,11 +166,6 @@ class Hardware:
     step_time_per_sample: float = 0.0  # seconds of compute per sample of a device batch (added to step_time)
     worker_start: float = 0.0  # seconds from the first iterator to a worker's first request (fork, its iterator)
     handover: float = 0.0  # seconds from a batch built by a worker to the trainer holding it
-    # A start-up storm's lever (a what-if: the loader has no such option yet): at most this many of a
-    # node's readers' first shards downloading at once (None: every reader's at once). The other, the
-    # nodes' first downloads spread over some seconds, is the dataset's ``start_stagger`` (the workload's
-    # ``config``), as the loader reads it.
-    first_shards: int | None = None
     epochs: int = 1
     max_steps: int | None = None  # stop after this many steps (max_duration in batches); None: whole epochs
     download_threads: int = 4  # concurrent downloads of one worker's prefetcher
@@ -190,7 +185,6 @@ class Hardware:
         check_int("max_steps", self.max_steps, minimum=1, allow_none=True, fix="pass a step count or None")
         check_int("download_threads", self.download_threads, minimum=1, fix="pass 1 or more threads")
         check_int("prefetch_factor", self.prefetch_factor, minimum=1, fix="pass DataLoader prefetch_factor")
-        check_int("first_shards", self.first_shards, minimum=1, allow_none=True, fix="pass 1 or more, or None")
         _positive(
             "bandwidth",
             self.bandwidth,

@@ -349,8 +349,8 @@ def format_start_up(found: Sequence[StartUp], target: float, *, shown: int = 10)
         ]
     lines += [
         "",
-        "start_stagger is a dataset option (StreamingDataset(start_stagger=...)); first_shards is a what-if: "
-        "the loader has no option for it yet",
+        "start_stagger and first_shards are dataset options "
+        "(StreamingDataset(start_stagger=..., first_shards=...))",
     ]
     return "\n".join(lines) + "\n"
 

@@ -329,10 +329,10 @@ def tune_start_up(
 ) -> tuple[StartUp, ...]:
     """Simulate the start (to the first batch) under each start-up lever, against the store's rate
     limit: the nodes' first downloads staggered over ``staggers`` seconds (the dataset's ``start_stagger``,
-    in place of ``workload``'s), at most ``first_shards`` of a node's first shards at once (a what-if;
-    the index is already fetched once per node). Returned best first: those whose first batch comes
-    within ``target_first_batch`` seconds, the least change first (the smallest stagger, then the most
-    first shards at once), then the others by their time to the first batch."""
+    in place of ``workload``'s), at most ``first_shards`` of a node's first shards at once (the dataset's
+    ``first_shards``, likewise; the index is already fetched once per node). Returned best first: those
+    whose first batch comes within ``target_first_batch`` seconds, the least change first (the smallest
+    stagger, then the most first shards at once), then the others by their time to the first batch."""
     if not (math.isfinite(target_first_batch) and target_first_batch > 0):
         raise ConfigError(
             f"target_first_batch: expected seconds > 0, found {target_first_batch!r}; pass the time the "
@@ -341,8 +341,8 @@ def tune_start_up(
     first_step = replace(hardware, max_steps=1)
     found = []
     for stagger, shards in product(staggers, first_shards):
-        staggered = replace(workload, config=replace(workload.config, start_stagger=stagger))
-        simulation = simulate(staggered, replace(first_step, first_shards=shards))
+        levers = replace(workload.config, start_stagger=stagger, first_shards=shards)
+        simulation = simulate(replace(workload, config=levers), first_step)
         found.append(StartUp(stagger, shards, simulation, simulation.time_to_first_batch <= target_first_batch))
 
     def rank(candidate: StartUp) -> tuple[Any, ...]:

@@ -290,4 +290,4 @@ def test_tune_with_a_first_batch_target_searches_the_start_up(synthetic: Path) -
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("start-up: 24 settings simulated to the first batch, ")
     assert "the store's 5 requests/s (a second's burst first) alone take" in result.stdout
-    assert "start_stagger is a dataset option (StreamingDataset(start_stagger=...)); first_shards is a what-if" in result.stdout
+    assert "start_stagger and first_shards are dataset options" in result.stdout
