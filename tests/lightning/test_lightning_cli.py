@@ -74,17 +74,10 @@ def test_the_example_yaml_trains_and_a_rerun_resumes_after_sigterm(
 
 
 def test_data_class_path_and_typed_arguments_from_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(EXAMPLE))
-    monkeypatch.setattr(sys, "argv", ["train.py"])
-    import train
-    from example_model import IdRecordingRegressor
-
     streams: list[dict[str, Any]] = [{"remote": "file:///data/a", "local": "/cache/a", "proportion": 0.25}]
-    cli = train.ResumingCLI(
-        IdRecordingRegressor,
-        run=False,
-        save_config_callback=None,
-        args=[
+    cli = _example_cli(
+        monkeypatch,
+        [
             "--data=stream_plugin_lightning.StreamingDataModule",
             "--data.global_batch_size=16",
             "--data.num_workers=2",
@@ -124,16 +117,9 @@ def test_the_example_modules_are_not_left_on_the_path() -> None:
 
 
 def test_zero_copy_takes_a_list_of_columns_from_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(EXAMPLE))
-    monkeypatch.setattr(sys, "argv", ["train.py"])
-    import train
-    from example_model import IdRecordingRegressor
-
-    cli = train.ResumingCLI(
-        IdRecordingRegressor,
-        run=False,
-        save_config_callback=None,
-        args=[
+    cli = _example_cli(
+        monkeypatch,
+        [
             "--data=stream_plugin_lightning.StreamingDataModule",
             "--data.global_batch_size=16",
             '--data.train={"remote": "file:///data/a", "zero_copy": ["payload", "extra"]}',
@@ -144,3 +130,13 @@ def test_zero_copy_takes_a_list_of_columns_from_the_command_line(monkeypatch: py
     assert isinstance(datamodule, StreamingDataModule)
     assert datamodule.specs["train"] == DatasetSpec(remote="file:///data/a", zero_copy=["payload", "extra"])
     assert datamodule.specs["val"] == DatasetSpec(remote="file:///data/b", zero_copy=True)
+
+
+def _example_cli(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> Any:
+    """The example's ``ResumingCLI`` over its model, parsed from ``args`` without running."""
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    import train
+    from example_model import IdRecordingRegressor
+
+    return train.ResumingCLI(IdRecordingRegressor, run=False, save_config_callback=None, args=args)

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.paths import FIXTURES_DIR
 
 from stream_plugin.reading.config import DatasetConfig
 from stream_plugin.simulate import Hardware, Simulation, Workload, simulate
-from stream_plugin.simulate.config import build_run, read_options
 
 LATENCY = 1.0  # seconds from a request to its first byte: a shard's download takes about this long
 READERS = 4  # one node: 4 ranks x 1 worker, each with its own first shard
@@ -48,12 +46,3 @@ def test_downloads_after_the_first_shards_take_no_slot() -> None:
     assert capped[:READERS] == pytest.approx(np.arange(READERS) * LATENCY, abs=1e-3)  # one at a time
     later = capped[READERS:]  # asked for once the first shards are in: the prefetch window's downloads
     assert len(later) > 1 and np.all(later == later[0])  # all at once: they take no slot
-
-
-def test_a_config_file_and_the_command_line_set_the_simulated_first_shards() -> None:
-    dataset = {"local": str(FIXTURES_DIR / "mds-zstd"), "batch_size": 4, "first_shards": 3}
-    workload, hardware = build_run(dataset, {})
-    assert workload.config.first_shards == 3
-    workload, _ = build_run(dataset, read_options({"first_shards": "2"}))
-    assert workload.config.first_shards == 2
-    assert not hasattr(hardware, "first_shards")  # one source: the dataset's setting

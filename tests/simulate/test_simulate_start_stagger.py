@@ -42,10 +42,18 @@ def test_the_stagger_counts_from_when_the_workers_ask_for_their_first_shard() ->
     assert staggered == pytest.approx([0.5 + stagger_delay(node, NODES, 8.0) for node in range(NODES)])
 
 
-def test_a_config_file_and_the_command_line_set_the_simulated_start_stagger() -> None:
-    dataset = {"local": str(FIXTURES_DIR / "mds-zstd"), "batch_size": 4, "start_stagger": 3}
+@pytest.mark.parametrize(
+    ("name", "in_file", "from_file", "on_command_line", "from_command_line"),
+    [("start_stagger", 3, 3.0, "500ms", 0.5), ("first_shards", 3, 3, "2", 2)],
+)
+def test_a_config_file_and_the_command_line_set_the_simulated_start_up_options(
+    name: str, in_file: object, from_file: object, on_command_line: str, from_command_line: object
+) -> None:
+    """``start_stagger`` and ``first_shards`` are dataset options: a CONFIG key, or ``--start-stagger`` /
+    ``--first-shards``, sets the dataset's setting, which the simulator reads (not the hardware's)."""
+    dataset = {"local": str(FIXTURES_DIR / "mds-zstd"), "batch_size": 4, name: in_file}
     workload, hardware = build_run(dataset, {})
-    assert workload.config.start_stagger == 3.0
-    workload, _ = build_run(dataset, read_options({"start_stagger": "500ms"}))
-    assert workload.config.start_stagger == 0.5
-    assert not hasattr(hardware, "start_stagger")  # one source: the dataset's setting
+    assert getattr(workload.config, name) == from_file
+    workload, _ = build_run(dataset, read_options({name: on_command_line}))
+    assert getattr(workload.config, name) == from_command_line
+    assert not hasattr(hardware, name)  # one source: the dataset's setting
