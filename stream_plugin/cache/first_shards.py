@@ -20,14 +20,12 @@ node slots, others take none). None, the default, caps nothing.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from stream_plugin.cache.locks import ControlFolder
+from stream_plugin.cache.locks import ControlFolder, locked, try_locked
 from stream_plugin.errors import ConfigError, ConfigTypeError
 
 _FIX = "pass e.g. first_shards=4 (None, the default, lets every reader download its first shard at once)"
@@ -46,11 +44,6 @@ def check_first_shards(count: object) -> int | None:
     return count
 
 
-def slot_paths(control: ControlFolder, count: int) -> list[Path]:
-    """The ``count`` slot lock files of ``control``'s folder."""
-    return [control.first_shard_slot(index) for index in range(count)]
-
-
 def preferred_slot(count: int, pid: int, thread: int) -> int:
     """The slot a download waits on when all are taken: spread by process and thread."""
     return (pid * 31 + thread) % count
@@ -59,27 +52,14 @@ def preferred_slot(count: int, pid: int, thread: int) -> int:
 @contextmanager
 def hold_slot(control: ControlFolder, count: int) -> Iterator[int]:
     """Hold one of ``control``'s ``count`` first-shard slots for the body; yields its index."""
-    paths = slot_paths(control, count)
-    paths[0].parent.mkdir(parents=True, exist_ok=True)
-    for index, path in enumerate(paths):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        try:
-            yield index
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
-        return
+    for index in range(count):
+        with try_locked(control.first_shard_slot(index)) as held:
+            if held:
+                yield index
+                return
     index = preferred_slot(count, os.getpid(), threading.get_ident())
-    fd = os.open(paths[index], os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # waits in the kernel for that slot's holder
+    with locked(control.first_shard_slot(index)):  # waits in the kernel for that slot's holder
         yield index
-    finally:
-        os.close(fd)
 
 
 class FirstShards:
@@ -108,4 +88,4 @@ class FirstShards:
         self.reached = True  # the download ended: the process has its first shard
 
 
-__all__ = ["FirstShards", "check_first_shards", "hold_slot", "preferred_slot", "slot_paths"]
+__all__ = ["FirstShards", "check_first_shards", "hold_slot", "preferred_slot"]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import mmap
 import multiprocessing
 import os
@@ -221,7 +222,7 @@ class SharedRegion:
 
     def tensor_at(self, at: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
         """A writable tensor viewing this region's memory from offset ``at`` (aligned for ``dtype``)."""
-        count = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
+        count = math.prod(shape) * dtype.itemsize
         memory = np.frombuffer(self.memory, np.uint8, count, at)  # (count,): keeps the map exported
         return torch.from_numpy(memory).view(dtype).reshape(shape)
 
@@ -263,7 +264,7 @@ class SharedRegion:
         memory = lent.get(value.slot)
         if memory is None:
             memory = lent[value.slot] = np.frombuffer(self.memory, np.uint8, self.slot_bytes, value.slot)
-        count = int(np.prod(value.shape, dtype=np.int64)) * torch.empty((), dtype=value.dtype).element_size()
+        count = math.prod(value.shape) * value.dtype.itemsize
         start = value.offset - value.slot
         return torch.from_numpy(memory[start : start + count]).view(value.dtype).reshape(value.shape)
 

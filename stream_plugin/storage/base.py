@@ -141,6 +141,12 @@ def range_total(content_range: str | None) -> int | None:
     return int(total) if total.isdigit() else None
 
 
+def answered_size(status: int, content_range: str | None, received: int) -> int | None:
+    """The object's size from an HTTP answer to a ranged GET: a 206's ``Content-Range`` total
+    (``range_total``), or, for a 200 (a server that sent the whole object), the ``received`` bytes."""
+    return range_total(content_range) if status == 206 else received
+
+
 def ranged(store: object, url: str) -> RangedStore:
     """``store`` as a :class:`RangedStore`, or a ``StorageError`` naming the store and what it lacks."""
     if isinstance(store, RangedStore):

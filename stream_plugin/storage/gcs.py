@@ -35,10 +35,10 @@ from stream_plugin.storage.base import (
     RemoteNotFoundError,
     ThrottledError,
     TransientStorageError,
+    answered_size,
     check_complete,
     check_key,
     join_key,
-    range_total,
 )
 from stream_plugin.storage.gcs_url import parse_gcs_url
 from stream_plugin.storage.per_process import PerProcess
@@ -308,7 +308,7 @@ class GcsStore:
                 raise api_exceptions.from_http_response(response)
             data: bytes = response.content
         check_complete(f"{self._describe(full_key)} [{start}, {end})", end - start, len(data))
-        total = range_total(response.headers.get("Content-Range")) if response.status_code == 206 else len(data)
+        total = answered_size(response.status_code, response.headers.get("Content-Range"), len(data))
         generation = response.headers.get("x-goog-generation")
         if total is None or generation is None:
             return data, self.object_info(key, timeout=timeout)

@@ -34,9 +34,9 @@ from stream_plugin.storage.base import (
     RemoteNotFoundError,
     ThrottledError,
     TransientStorageError,
+    answered_size,
     check_complete,
     check_key,
-    range_total,
 )
 from stream_plugin.storage.deadline import abort_response, attempt_deadline, deadline_error
 from stream_plugin.storage.throttle_hints import requested_wait
@@ -265,7 +265,7 @@ class HttpStore:
         (``bytes 0-9/*``) is asked with a HEAD."""
         assert start < end, "an empty range makes no request; the caller asks object_info instead"
         data, status, headers = self._get_range(key, start, end, timeout)
-        total = range_total(headers.get("Content-Range")) if status == 206 else len(data)
+        total = answered_size(status, headers.get("Content-Range"), len(data))
         if total is None:
             return data, self.object_info(key, timeout=timeout)
         return data, ObjectInfo(total, header_identity(headers))

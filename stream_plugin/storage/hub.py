@@ -44,10 +44,10 @@ from stream_plugin.storage.base import (
     RemoteNotFoundError,
     ThrottledError,
     TransientStorageError,
+    answered_size,
     check_complete,
     check_key,
     join_key,
-    range_total,
 )
 from stream_plugin.storage.hub_url import HubLocation, parse_hub_url
 from stream_plugin.storage.throttle_hints import requested_wait
@@ -244,7 +244,7 @@ class HubStore:
         the HEAD gives them. Where the chain lacks either, a HEAD."""
         assert start < end, "an empty range makes no request; the caller asks object_info instead"
         data, chain = self._get_range(key, start, end, timeout)
-        total = range_total(chain[-1].headers.get("Content-Range")) if chain[-1].status_code == 206 else len(data)
+        total = answered_size(chain[-1].status_code, chain[-1].headers.get("Content-Range"), len(data))
         hub = next((answer for answer in chain if answer.headers.get(constants.HUGGINGFACE_HEADER_X_REPO_COMMIT)), None)
         if total is None or hub is None:
             return data, self.object_info(key, timeout=timeout)
