@@ -14,10 +14,14 @@ The readers:
 - ``stream_plugin decode=tensor``: the same shards, decoded to a uint8 tensor (``decode="tensor"``);
 - ``mosaicml-streaming``: the same shards, PIL (a subclass's ``get_item`` applies the transform);
 - ``litdata``: its own chunks (``optimize`` of the opened JPEG files: their bytes), which it decodes
-  with ``torchvision.io.decode_jpeg`` to a tensor.
+  with ``torchvision.io.decode_jpeg`` to a tensor;
+- ``PIL ceiling``: no reader at all. The files' bytes are in memory, and two forked processes (one per
+  worker) each open half of them with Pillow and run the transform, with no collate and no hand-over.
+  No reader that hands out PIL images (the default, MosaicML's) can be faster than this on the same
+  cores, so it bounds what our default can reach.
 
-``--smoke`` (CI, without torchvision) measures ours only on 48 small images with a plain-torch stand-in
-for the transform.
+``--smoke`` (CI, without torchvision) measures ours and the PIL ceiling only, on 48 small images with a
+plain-torch stand-in for the transform.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ FIGURE = "images"
 TITLE = "Image pipeline (the seeds' benchmark: JPEG, RandomResizedCrop, flip, float; batch 64, 2 workers)"
 IMAGE_FOLDER = "torchvision ImageFolder (local disk)"
 OURS_TENSOR = f"{OURS} decode=tensor"
-READERS = (IMAGE_FOLDER, OURS, OURS_TENSOR, MOSAICML, LITDATA)
+PIL_CEILING = "PIL ceiling (Pillow + transform, no reader)"
+READERS = (IMAGE_FOLDER, OURS, OURS_TENSOR, MOSAICML, LITDATA, PIL_CEILING)
 FULL_IMAGES = 3000
 SMOKE_IMAGES = 48
 SIDE = 320
@@ -243,9 +248,61 @@ def make_loader(reader: str, folders: dict[str, str], crop: int, batch: int) -> 
     return LitLoader(lit, batch_size=batch, num_workers=WORKERS)
 
 
+def _transform_share(jpegs: list[bytes], share: int, crop: int) -> None:
+    """One process of the PIL ceiling: open its share of ``jpegs`` with Pillow and transform each."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    torch.set_num_threads(1)  # as in a DataLoader worker
+    transform = pipeline(crop)
+    for data in jpegs[share::WORKERS]:
+        transform(Image.open(io.BytesIO(data)))
+
+
+def _pil_epoch(jpegs: list[bytes], crop: int) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=_transform_share, args=(jpegs, share, crop)) for share in range(WORKERS)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+        if process.exitcode != 0:
+            raise RuntimeError(f"a PIL ceiling process exited with {process.exitcode}")
+
+
+def measure_pil_ceiling(folders: dict[str, str], crop: int) -> dict[str, Any]:
+    """The PIL ceiling: two epochs of Pillow + transform over the files' bytes in memory; the second timed."""
+    import torch  # noqa: F401  (imported before any timer, as for the readers)
+
+    paths = sorted(Path(folders["files"]).rglob("*.jpg"))
+    order = np.random.default_rng(0).permutation(len(paths))
+    jpegs = [paths[index].read_bytes() for index in order]
+    _pil_epoch(jpegs, crop)
+    cpu_before = _cpu_seconds()
+    start = time.perf_counter()
+    _pil_epoch(jpegs, crop)
+    seconds = time.perf_counter() - start
+    cpu = _cpu_seconds() - cpu_before
+    return {
+        "images_per_s": len(jpegs) / seconds,
+        "cpu_ms_per_image": 1000 * cpu / len(jpegs),
+        "images": len(jpegs),
+        "first_epoch": len(jpegs),
+        "shape": None,
+        "backend": None,
+    }
+
+
 def measure_once(reader: str, folders: dict[str, str], crop: int, batch: int) -> dict[str, Any]:
     """Two epochs in this (fresh) process; images/s over the second."""
     import torch  # noqa: F401  (imported before any timer, with each library's top level)
+
+    if reader == PIL_CEILING:
+        return measure_pil_ceiling(folders, crop)
 
     if reader in (OURS, OURS_TENSOR):
         import stream_plugin.reading.dataset  # noqa: F401
@@ -291,7 +348,7 @@ def measure(options: Options) -> dict[str, Any]:
     count, side, crop, batch = (
         (SMOKE_IMAGES, SMOKE_SIDE, SMOKE_CROP, SMOKE_BATCH) if options.smoke else (FULL_IMAGES, SIDE, CROP, BATCH)
     )
-    readers = (OURS, OURS_TENSOR) if options.smoke else READERS
+    readers = (OURS, OURS_TENSOR, PIL_CEILING) if options.smoke else READERS
     folders = prepare(options.data_root, count, side, with_litdata=not options.smoke)
     for folder in folders.values():
         if folder.exists():

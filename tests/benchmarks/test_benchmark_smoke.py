@@ -70,6 +70,7 @@ def test_smoke_measures_ours_and_the_bare_ceiling_only(smoke_run: Path) -> None:
     report = (smoke_run / "RESULTS.md").read_text()
     assert "| stream_plugin |" in report
     assert "| bare mmap |" in report
+    assert "| PIL ceiling (Pillow + transform, no reader) |" in report
     assert "| mosaicml-streaming |" not in report
     assert "| litdata |" not in report
 
