@@ -26,22 +26,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from stream_plugin.cache.locks import ControlFolder, locked, try_locked
-from stream_plugin.errors import ConfigError, ConfigTypeError
+from stream_plugin.errors import check_int
 
 _FIX = "pass e.g. first_shards=4 (None, the default, lets every reader download its first shard at once)"
 
 
 def check_first_shards(count: object) -> int | None:
     """``count`` as an int >= 1 or None, or a ``ConfigError`` that says the fix."""
-    if count is None:
-        return None
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise ConfigTypeError(
-            f"first_shards: expected an int >= 1 or None, found {type(count).__name__} {count!r:.80}; {_FIX}"
-        )
-    if count < 1:
-        raise ConfigError(f"first_shards: expected an int >= 1 or None, found {count}; {_FIX}")
-    return count
+    return check_int("first_shards", count, minimum=1, allow_none=True, fix=_FIX)
 
 
 def preferred_slot(count: int, pid: int, thread: int) -> int:

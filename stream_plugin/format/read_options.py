@@ -137,12 +137,7 @@ def check_decode_columns(decode: DecodeSetting, entries: Sequence[ShardEntry], *
         return
     found = _columns_of(entries)
     for column, choice in decode:
-        encodings = found.get(column)
-        if encodings is None:
-            raise ConfigError(
-                f"{source}: decode names column {column!r}, expected one of the dataset's columns "
-                f"{sorted(found)}; fix the name"
-            )
+        encodings = _encodings_of(found, column, option="decode", source=source)
         others = sorted(encodings - set(TENSOR_DECODABLE))
         if choice == "tensor" and others:
             raise ConfigError(
@@ -160,12 +155,7 @@ def check_zero_copy_columns(zero_copy: ZeroCopySetting, entries: Sequence[ShardE
         return
     found = _columns_of(entries)
     for column in zero_copy:
-        encodings = found.get(column)
-        if encodings is None:
-            raise ConfigError(
-                f"{source}: zero_copy names column {column!r}, expected one of the dataset's columns "
-                f"{sorted(found)}; fix the name"
-            )
+        encodings = _encodings_of(found, column, option="zero_copy", source=source)
         others = sorted(encodings - {"bytes"})
         if others:
             raise ConfigError(
@@ -173,6 +163,17 @@ def check_zero_copy_columns(zero_copy: ZeroCopySetting, entries: Sequence[ShardE
                 f"views of the shard), found encoding {others[0]!r}; name a bytes column, or drop "
                 f"{column!r} from zero_copy"
             )
+
+
+def _encodings_of(found: dict[str, set[str]], column: str, *, option: str, source: str) -> set[str]:
+    """The encodings of ``column``, named by ``option``; a ``ConfigError`` when no shard has it."""
+    encodings = found.get(column)
+    if encodings is None:
+        raise ConfigError(
+            f"{source}: {option} names column {column!r}, expected one of the dataset's columns "
+            f"{sorted(found)}; fix the name"
+        )
+    return encodings
 
 
 def _columns_of(entries: Sequence[ShardEntry]) -> dict[str, set[str]]:

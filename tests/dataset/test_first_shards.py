@@ -29,13 +29,13 @@ def test_first_shards_defaults_to_none_and_keeps_a_count() -> None:
 
 @pytest.mark.parametrize("bad", [0, -2])
 def test_a_count_below_one_is_refused(bad: int) -> None:
-    with pytest.raises(ConfigError, match=rf"first_shards: expected an int >= 1 or None, found {bad}; pass e.g"):
+    with pytest.raises(ConfigError, match=rf"first_shards: expected a positive int or None, found {bad}; pass e.g"):
         DatasetConfig(first_shards=bad)
 
 
 @pytest.mark.parametrize("bad", [2.0, "4", True])
 def test_a_count_that_is_not_an_int_is_refused(bad: object) -> None:
-    with pytest.raises(ConfigTypeError, match="first_shards: expected an int >= 1 or None, found"):
+    with pytest.raises(ConfigTypeError, match="first_shards: expected a positive int or None, found"):
         check_first_shards(bad)
 
 
