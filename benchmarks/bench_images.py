@@ -16,7 +16,8 @@ The readers:
 - ``litdata``: its own chunks (``optimize`` of the opened JPEG files: their bytes), which it decodes
   with ``torchvision.io.decode_jpeg`` to a tensor;
 - ``PIL ceiling``: no reader at all. The files' bytes are in memory, and two forked processes (one per
-  worker) each open half of them with Pillow and run the transform, with no collate and no hand-over.
+  worker, torch on one thread and our workers' heap policy) each open half of them with Pillow and run
+  the transform, with no collate and no hand-over.
   No reader that hands out PIL images (the default, MosaicML's) can be faster than this on the same
   cores, so it bounds what our default can reach.
 
@@ -248,24 +249,28 @@ def make_loader(reader: str, folders: dict[str, str], crop: int, batch: int) -> 
     return LitLoader(lit, batch_size=batch, num_workers=WORKERS)
 
 
-def _transform_share(jpegs: list[bytes], share: int, crop: int) -> None:
+def _transform_share(jpegs: list[bytes], share: int, transform: Callable[[Any], Any]) -> None:
     """One process of the PIL ceiling: open its share of ``jpegs`` with Pillow and transform each."""
     import io
 
     import torch
     from PIL import Image
 
+    from stream_plugin.reading.heap import keep_freed_heap
+
     torch.set_num_threads(1)  # as in a DataLoader worker
-    transform = pipeline(crop)
+    keep_freed_heap()  # as in our workers: a freed image's memory is reused, not given back and faulted in again
     for data in jpegs[share::WORKERS]:
         transform(Image.open(io.BytesIO(data)))
 
 
-def _pil_epoch(jpegs: list[bytes], crop: int) -> None:
+def _pil_epoch(jpegs: list[bytes], transform: Callable[[Any], Any]) -> None:
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
-    processes = [context.Process(target=_transform_share, args=(jpegs, share, crop)) for share in range(WORKERS)]
+    processes = [
+        context.Process(target=_transform_share, args=(jpegs, share, transform)) for share in range(WORKERS)
+    ]
     for process in processes:
         process.start()
     for process in processes:
@@ -275,16 +280,21 @@ def _pil_epoch(jpegs: list[bytes], crop: int) -> None:
 
 
 def measure_pil_ceiling(folders: dict[str, str], crop: int) -> dict[str, Any]:
-    """The PIL ceiling: two epochs of Pillow + transform over the files' bytes in memory; the second timed."""
-    import torch  # noqa: F401  (imported before any timer, as for the readers)
+    """The PIL ceiling: two epochs of Pillow + transform over the files' bytes in memory; the second timed.
 
+    The transform is built here, before the fork, as a loader's workers inherit the dataset's (so that
+    no process imports torchvision while it is measured)."""
+    import torch  # noqa: F401  (imported before any timer, as for the readers)
+    from PIL import Image  # noqa: F401
+
+    transform = pipeline(crop)
     paths = sorted(Path(folders["files"]).rglob("*.jpg"))
     order = np.random.default_rng(0).permutation(len(paths))
     jpegs = [paths[index].read_bytes() for index in order]
-    _pil_epoch(jpegs, crop)
+    _pil_epoch(jpegs, transform)
     cpu_before = _cpu_seconds()
     start = time.perf_counter()
-    _pil_epoch(jpegs, crop)
+    _pil_epoch(jpegs, transform)
     seconds = time.perf_counter() - start
     cpu = _cpu_seconds() - cpu_before
     return {
