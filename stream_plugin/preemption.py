@@ -211,7 +211,9 @@ class PreemptionStop:
        SLURM a SIGUSR1 (the time-limit warning) requeues the job from rank 0 when ``requeue_on_slurm``;
        every rank waits for the others (``barrier``: no rank exits while another still writes), ignores
        the signals through interpreter shutdown (a launcher's clean-up SIGTERM would turn the status into
-       -15) and raises ``Preempted(exit_code)``.
+       -15), destroys the default process group at interpreter exit when nothing else has (a gloo group
+       left to the interpreter's teardown can abort the process: status -6, "terminate called without
+       an active exception") and raises ``Preempted(exit_code)``.
 
     The one agreement schedule: a single process reads its own flag at every step (no collective).
     Ranks of a process group agree, by one MAX all-reduce, at the first step, then about every
@@ -279,7 +281,17 @@ class PreemptionStop:
         barrier()
         self.flag.ignore_further()
         atexit.register(self.flag.ignore_further)  # the trainer's teardown may put handlers back
+        atexit.register(destroy_default_group)  # after the trainer's teardown, which may still use it
         raise Preempted(self.exit_code, checkpoint, signum)
+
+
+def destroy_default_group() -> None:
+    """Destroy the default process group if one is still up: at exit, while the interpreter can still
+    run torch's clean-up (every rank passed the stop's barrier, so no collective is pending)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _rank() -> int:

@@ -234,6 +234,30 @@ def test_the_stop_sequence_stops_every_rank_at_the_same_step_with_the_exit_code(
         assert out.strip() == f"stopped at step {stop_step} by signal {int(signal.SIGTERM)}"
 
 
+# A rank that stops: an exit handler registered before the stop runs after the stop's own (last in,
+# first out) and reports whether the default process group is still up.
+EXIT_LOOP = """
+    import atexit, signal, sys
+    import torch.distributed as dist
+    from stream_plugin.preemption import PreemptionStop
+
+    dist.init_process_group("gloo", init_method=f"file://{sys.argv[1]}", rank=0, world_size=1)
+    atexit.register(lambda: print(f"group up at exit: {dist.is_initialized()}", flush=True))
+    stop = PreemptionStop([signal.SIGUSR2], exit_code=75)
+    stop.start(signal.SIGUSR2)
+    stop.exit(stop.signal_at(0), "checkpoint", dist.barrier)
+"""
+
+
+@pytest.mark.slow
+def test_exit_destroys_the_default_process_group_before_the_interpreter_tears_down(tmp_path: Path) -> None:
+    # Left to the interpreter's teardown, a gloo group can abort the process (status -6, "terminate
+    # called without an active exception") instead of exiting with the stop's code.
+    [(status, out, err)] = run_ranks(EXIT_LOOP, str(tmp_path / "store"), 1)
+    assert status == 75, err[-3000:]
+    assert out.strip() == "group up at exit: False"
+
+
 def test_a_single_process_reads_its_own_flag_at_every_step_and_end_forgets_it() -> None:
     before = signal.getsignal(signal.SIGUSR2)
     stop = PreemptionStop([signal.SIGUSR2], check_every_n_steps=1000)
