@@ -230,19 +230,13 @@ class ShardCache:
             else:
                 start.ask()
         if self._is_present(entry) and self._verified_once(entry):
-            self._record.record_hit()
-            if self._first is not None:
-                self._first.reach()  # a cached shard is this process's first
-            return self._local
+            return self._hit()
         if start is not None and self._store is not None:
             start.wait()  # before the shard lock: no other process waits on this one's hold
         lock = self._control.shard_lock(entry.raw_data.basename)
         with locked(lock):
             if self._is_present(entry) and self._verified_once(entry, repair=True):
-                self._record.record_hit()  # another process placed it while we waited
-                if self._first is not None:
-                    self._first.reach()
-                return self._local
+                return self._hit()  # another process placed it while we waited
             remove_temporaries(self._local, entry)
             if self._store is None:
                 self._fetcher.decompress_in_place(entry, self._config.local)
@@ -254,6 +248,13 @@ class ShardCache:
                         self._fetcher.fetch(entry)
             self._verified.add(entry.raw_data.basename)
             touch(lock)
+        return self._local
+
+    def _hit(self) -> Path:
+        """A shard found in the cache: counted, and this process's first shard (``first_shards``)."""
+        self._record.record_hit()
+        if self._first is not None:
+            self._first.reach()
         return self._local
 
     def _first_slot(self) -> AbstractContextManager[None]:
